@@ -1,0 +1,170 @@
+/* compiler.h - the kcsd compiler: composite JSON in, code object out.
+ *
+ * One request = one CompileCtx. Everything a request allocates (the parsed
+ * graph, the canonical form, schedules, the loop nest, dumps) lives in the
+ * context's arena and dies with compile_ctx_free(). Each kc_compile() call
+ * creates and disposes its own LLVMContext, so any number of threads may
+ * compile at once on distinct contexts. There are no mutable globals here.
+ *
+ * Typical use (what api/ does for POST /v1/compile):
+ *
+ *   CompileCtx *c = compile_ctx_new();
+ *   kc_parse(c, body, len, &limits, &g, &err);            400/413/422
+ *   kc_target_resolve(name, &tgt, &err) or kc_target_from_graph(g, &tgt, &err)
+ *   kc_workload(c, g, &wl);                               canonical form + key
+ *   kc_schedule_default(c, g, &tgt, &s) or kc_schedule_from_json(...)
+ *   kc_kernel_id(&wl.key, &tgt, s, build_id, &kid);
+ *   kc_compile(c, g, &tgt, s, &opts, &art, &err);         object bytes + IR
+ *   kc_artifact_free(&art); compile_ctx_free(c);
+ */
+#ifndef KCS_COMPILER_H
+#define KCS_COMPILER_H
+
+#include "common.h"
+
+/* Version of the canonical workload serialisation; it is the first field of
+ * the canonical form, so bumping it changes every workload_key on purpose. */
+#define KC_WORKLOAD_FORMAT 1
+/* Version of the schedule knob schema ("kcs-schedule-v1"). */
+#define KC_SCHEDULE_FORMAT "kcs-schedule-v1"
+/* The CPU calling convention of every object (docs/abi.md). */
+#define KC_CPU_ABI "kcs-cpu-v1"
+#define KC_MAX_RANK 8
+
+typedef struct CompileCtx CompileCtx; /* opaque; one per request */
+typedef struct IrGraph KcGraph;       /* opaque parsed graph */
+typedef struct KcSchedule KcSchedule; /* opaque schedule (template + knobs) */
+
+/* Client-controlled sizes, checked while parsing, before anything is
+ * allocated from them. Zero fields take the defaults below. */
+typedef struct KcLimits {
+	int max_ops;          /* op_desc entries (default 4096) */
+	int max_tensors;      /* kernel inputs + outputs (default 1024) */
+	int max_rank;         /* dims per tensor (default and maximum KC_MAX_RANK) */
+	int64_t max_elements; /* elements per tensor (default 1<<31) */
+} KcLimits;
+
+/* A fully resolved code-generation target. `name` is canonical: aliases
+ * ("cpu", "x86_64+avx2") are resolved before anything is keyed or stored. */
+typedef struct KcTarget {
+	char name[256];     /* e.g. "x86_64-skylake-avx512" or "x86_64-x86-64+avx2+fma" */
+	char triple[64];    /* e.g. "x86_64-unknown-linux-gnu" */
+	char cpu[64];       /* LLVM CPU name, e.g. "skylake-avx512", "x86-64" */
+	char features[1024];/* explicit LLVM feature string, e.g. "+avx2,+fma" */
+} KcTarget;
+
+/* Per-argument metadata of the kernel ABI (inputs, then outputs). */
+typedef struct KcArgInfo {
+	int index;
+	bool is_output;
+	const char *tensor_name; /* as written in the request */
+	const char *dtype;       /* composite spelling: "float32", "bool", ... */
+	int rank;
+	const int64_t *shape;    /* rank entries; valid while the CompileCtx lives */
+} KcArgInfo;
+
+/* Workload identity: the canonical serialisation and its SHA-256. */
+typedef struct KcWorkload {
+	const char *canonical; /* NUL-terminated JSON, in the context arena */
+	size_t canonical_len;
+	KcDigest key;
+} KcWorkload;
+
+/* How to build; zero fields take defaults. */
+typedef struct KcCompileOptions {
+	const char *linker;   /* linker driver path (default "ld", see docs) */
+	const char *tmpdir;   /* scratch directory (default $TMPDIR or /tmp) */
+	bool want_ir;         /* fill KcArtifact.ir with the optimised IR */
+	bool verify;          /* run the IR verifiers after each pass */
+	KcBuf *dump;          /* if set, each pass appends its printable dump */
+} KcCompileOptions;
+
+/* A compiled kernel. Buffers are malloc'd and owned by the artifact. */
+typedef struct KcArtifact {
+	char symbol[160];       /* exported entry point */
+	unsigned char *object;  /* ELF shared object bytes */
+	size_t object_len;
+	char *ir;               /* optimised LLVM IR text, or NULL */
+	size_t ir_len;
+	double compile_ms;      /* wall time of kc_compile */
+	double link_ms;         /* part of compile_ms spent linking */
+} KcArtifact;
+
+/* ---- process-wide set-up (server/main.c, before threads) -------------- */
+
+/* Initialise the LLVM targets kcsd can emit (x86, AArch64). Call once,
+ * before any other function here and before threads start. */
+void kc_compiler_init(void);
+/* "19.1.7" */
+const char *kc_llvm_version(void);
+
+/* ---- contexts ----------------------------------------------------------- */
+CompileCtx *compile_ctx_new(void);
+void compile_ctx_free(CompileCtx *c); /* NULL allowed; frees everything */
+Arena *compile_ctx_arena(CompileCtx *c);
+
+/* ---- parsing -------------------------------------------------------------
+ * Parse and validate a composite JSON document (akg-format.md) of `len`
+ * bytes. Returns KC_OK and sets *out (owned by c), or:
+ *   KC_BAD_JSON          not JSON (400)
+ *   KC_TOO_LARGE         over a KcLimits bound (413)
+ *   KC_BAD_GRAPH, KC_UNSUPPORTED_OP, KC_UNSUPPORTED_DTYPE, KC_BAD_SHAPE,
+ *   KC_UNSUPPORTED       invalid or unsupported graph (422)
+ * with err->where a JSON pointer into the document. */
+KcStatus kc_parse(CompileCtx *c, const char *json, size_t len, const KcLimits *lim,
+		  KcGraph **out, KcErr *err);
+
+const char *kc_graph_name(const KcGraph *g); /* the body's "op" */
+int kc_graph_nargs(const KcGraph *g);         /* inputs + outputs */
+void kc_graph_arg(const KcGraph *g, int i, KcArgInfo *out);
+
+/* Canonical form and workload_key of a parsed graph: invariant under tensor
+ * renaming, reordering of independent ops, attr order and noise keys;
+ * sensitive to ops, shapes, dtypes, constants, meaningful attrs and the
+ * order of kernel inputs and outputs. Never fails. */
+void kc_workload(CompileCtx *c, const KcGraph *g, KcWorkload *out);
+
+/* ---- targets ------------------------------------------------------------
+ * Resolve a target name: "cpu" (this host), "x86_64[-<cpu>][+feat...]",
+ * "aarch64[-<cpu>][+feat...]". KC_BAD_TARGET for anything else, an unknown
+ * LLVM CPU or an unknown feature. Thread-safe. */
+KcStatus kc_target_resolve(const char *name, KcTarget *out, KcErr *err);
+/* The target a body asks for through `process` and `target_info` (v1+),
+ * used when the request has no ?target=. KC_BAD_TARGET for GPU/Ascend
+ * processes (not supported yet). */
+KcStatus kc_target_from_graph(const KcGraph *g, KcTarget *out, KcErr *err);
+/* Name of the host target, resolved (same as kc_target_resolve("cpu")). */
+KcStatus kc_target_host(KcTarget *out, KcErr *err);
+
+/* ---- schedules ----------------------------------------------------------
+ * The default schedule for g on t (the template chosen by classifying the
+ * graph, with its default knobs). Never fails. */
+KcSchedule *kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget *t);
+/* Validate a schedule record's template name and knobs (a JSON object as
+ * text) against g and t. KC_BAD_SCHEDULE (422) if it cannot apply. */
+KcStatus kc_schedule_from_json(CompileCtx *c, const KcGraph *g, const KcTarget *t,
+			       const char *template_name, const char *knobs_json,
+			       KcSchedule **out, KcErr *err);
+const char *kc_schedule_template(const KcSchedule *s);
+/* Canonical knobs JSON object (sorted keys, no spaces), in the arena. */
+const char *kc_schedule_knobs_json(const KcSchedule *s);
+
+/* kernel_id = SHA-256 of (workload key, resolved target, template, knobs,
+ * build id, LLVM version). */
+void kc_kernel_id(const KcDigest *workload_key, const KcTarget *t, const KcSchedule *s,
+		  const char *build_id, KcDigest *out);
+
+/* ---- compiling ----------------------------------------------------------
+ * Lower, schedule, emit LLVM IR, optimise, emit an object and link a shared
+ * object exporting `symbol` with the kcs-cpu-v1 ABI. KC_CODEGEN (500) on an
+ * internal failure, KC_UNSUPPORTED (422) for what the backend cannot do
+ * yet. On failure *out is left empty. */
+KcStatus kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule *s,
+		    const KcCompileOptions *opts, KcArtifact *out, KcErr *err);
+void kc_artifact_free(KcArtifact *a); /* NULL allowed */
+
+/* Assembly for stored optimised IR text (what GET /v1/kernels/{id}/asm
+ * serves). Appends to *out. */
+KcStatus kc_ir_to_asm(const char *ir, size_t ir_len, const KcTarget *t, KcBuf *out, KcErr *err);
+
+#endif /* KCS_COMPILER_H */

@@ -1,0 +1,149 @@
+/* internal.h - the compiler's shared internal types: the op and dtype
+ * tables, the typed dataflow graph (IrGraph) every pass starts from, and the
+ * prototypes of each stage, grouped by file. Read it as the table of
+ * contents of compiler/. The loop-nest IR the backend works on is in
+ * loopnest.h.
+ *
+ * Ownership: everything reachable from an IrGraph lives in the CompileCtx
+ * arena. Nothing here is freed individually; nothing is shared between
+ * contexts; nothing is mutable at file scope.
+ */
+#ifndef KCS_COMPILER_INTERNAL_H
+#define KCS_COMPILER_INTERNAL_H
+
+#include "compiler.h"
+
+/* ---- ops (ops.def) ------------------------------------------------------ */
+typedef enum IrOpKind {
+	OPK_ELEMWISE, /* pointwise over numpy-broadcast operands */
+	OPK_LAYOUT,   /* pure index remapping (Reshape, BroadcastTo) */
+} IrOpKind;
+
+enum {
+	OPF_COMMUTATIVE = 1u << 0,
+	OPF_CMP = 1u << 1,        /* result is bool */
+	OPF_LOGICAL = 1u << 2,    /* operands are bool */
+	OPF_FLOAT_ONLY = 1u << 3, /* refused on integer/bool operands */
+};
+
+typedef enum IrOp {
+#define X(e, name, ar, kind, fl) IR_OP_##e,
+#include "ops.def"
+#undef X
+	IR_OP_COUNT
+} IrOp;
+
+typedef struct IrOpInfo {
+	const char *name; /* MindSpore primitive name */
+	int arity;        /* tensor inputs; -1 variadic */
+	IrOpKind kind;
+	unsigned flags;   /* OPF_* */
+} IrOpInfo;
+
+extern const IrOpInfo ir_op_info[IR_OP_COUNT]; /* const: not mutable state */
+
+/* ---- dtypes (dtypes.def) ------------------------------------------------ */
+typedef enum KcDtypeClass { DTC_BOOL, DTC_INT, DTC_UINT, DTC_FLOAT, DTC_COMPLEX } KcDtypeClass;
+
+typedef enum KcDtype {
+#define D(e, name, bytes, cls, tid, sup) KC_DT_##e,
+#include "dtypes.def"
+#undef D
+	KC_DT_COUNT
+} KcDtype;
+
+typedef struct KcDtypeInfo {
+	const char *name;
+	int bytes;
+	KcDtypeClass cls;
+	int type_id;   /* MindSpore TypeId */
+	bool supported;
+} KcDtypeInfo;
+
+extern const KcDtypeInfo kc_dtype_info[KC_DT_COUNT];
+
+/* ---- the typed dataflow graph -------------------------------------------
+ * Values are SSA tensors: a kernel input, an inline scalar constant, or the
+ * result of a node. Shapes are static, row-major, rank >= 1 (a scalar is
+ * [1]); numel never overflows (checked by the parser against KcLimits). */
+typedef enum IrValueKind { IRV_INPUT, IRV_CONST, IRV_OP } IrValueKind;
+
+typedef struct IrNode IrNode;
+
+typedef struct IrValue {
+	IrValueKind kind;
+	int id;           /* dense index into IrGraph.values */
+	KcDtype dtype;
+	int rank;
+	int64_t shape[KC_MAX_RANK];
+	int64_t numel;
+	const char *tensor_name; /* as written in the request */
+	int input_index;  /* IRV_INPUT: position in the kernel's input_desc; else -1 */
+	/* IRV_CONST: the value, already rounded to `dtype` (fval for float
+	 * dtypes, ival for integer and bool dtypes). */
+	double fval;
+	int64_t ival;
+	IrNode *def;      /* IRV_OP: producing node */
+	int def_out;      /* IRV_OP: which output of `def` */
+	int nuses;        /* node operands + kernel outputs referring to it */
+} IrValue;
+
+/* Semantic attributes, normalised by the parser (noise attrs dropped).
+ * Ops of the elementwise slice carry none: Cast's dst_type, Reshape's and
+ * BroadcastTo's shape are the output's dtype/shape. Later ops add fields. */
+typedef struct IrAttrs {
+	int naxis;
+	int64_t axis[KC_MAX_RANK];
+	bool keep_dims;
+} IrAttrs;
+
+struct IrNode {
+	IrOp op;
+	int id;          /* position in IrGraph.nodes */
+	int json_index;  /* index in the request's op_desc, for error pointers */
+	int nin;
+	IrValue **in;
+	int nout;
+	IrValue **out;
+	IrAttrs attrs;
+};
+
+struct IrGraph {
+	const char *name;     /* top-level "op" */
+	const char *process;  /* "cpu", "cuda", "aicore" or NULL */
+	int version;          /* 0, 1 or 2 */
+	/* target_info (v1+); each field NULL when absent */
+	const char *ti_arch, *ti_system, *ti_feature, *ti_cpu;
+	const char *compute_capability;
+	int ninputs;
+	IrValue **inputs;     /* kernel input_desc order */
+	int noutputs;
+	IrValue **outputs;    /* kernel output_desc order; may repeat an input */
+	int nnodes;
+	IrNode **nodes;       /* topological order */
+	int nvalues;
+	IrValue **values;
+};
+
+struct CompileCtx {
+	Arena *arena;
+};
+
+/* ---- ir.c: tables, contexts, graph dump ---------------------------------- */
+/* Returns IR_OP_COUNT if `name` is not an op; resolves aliases (TensorAdd). */
+IrOp ir_op_lookup(const char *name);
+/* Returns KC_DT_COUNT if unknown. */
+KcDtype kc_dtype_lookup(const char *name);
+/* Textual dump of the graph (pass "graph"). */
+void ir_graph_print(const IrGraph *g, KcBuf *out);
+
+/* ---- parse.c: composite JSON -> IrGraph ---------------------------------- */
+/* (kc_parse in compiler.h) */
+
+/* ---- canon.c: canonical form, workload_key ------------------------------- */
+/* (kc_workload in compiler.h) */
+
+/* ---- target.c: target names -> KcTarget ---------------------------------- */
+/* (kc_target_* in compiler.h) */
+
+#endif /* KCS_COMPILER_INTERNAL_H */
