@@ -3,8 +3,8 @@
  * Named databases (plain key -> value, no DUPSORT):
  *   meta       "format" -> store format version; "created" -> time
  *   workloads  workload_key(32)                  -> canonical graph JSON
- *   schedules  workload_key(32) + target name    -> kcs-schedule-v1 record JSON
- *   kindex     workload_key(32) + target name    -> kernel_id(32) last compiled
+ *   schedules  workload_key(32) + sha256(target name)(32) -> kcs-schedule-v1 record JSON
+ *   kindex     workload_key(32) + sha256(target name)(32) -> kernel_id(32) last compiled
  *   artifacts  kernel_id(32) + part tag(1)       -> bytes of that part
  * Every stored value is framed as magic(4) | version(4) | sha256(32) | payload
  * and verified on read: a value that fails its checksum is never returned;
@@ -13,6 +13,10 @@
  * Threads: one Cache is shared by every thread (MDB_NOTLS). Each call opens
  * and ends its own transaction; no transaction or MDB_val escapes a call;
  * returned data are malloc'd copies. Writes are serialised by LMDB.
+ *
+ * Errors: KC_NOT_FOUND (a miss, or a value refused by its checksum) is
+ * returned without touching err, so callers may treat it as normal flow;
+ * every other failure fills err (first error wins) and err may be NULL.
  */
 #ifndef KCS_CACHE_H
 #define KCS_CACHE_H
@@ -60,7 +64,9 @@ typedef struct CacheStats {
 /* Open, creating if needed, the environment in directory `dir` (created
  * mode 0700 if missing). Runs mdb_reader_check. Returns NULL and fills err
  * (KC_CACHE, message naming the file) on failure. Call before threads start;
- * release with cache_close() after they stop. `opt` may be NULL. */
+ * release with cache_close() after they stop. `opt` may be NULL (all
+ * defaults, no_meta_sync on); zero sizes in `opt` take their defaults.
+ * max_object_bytes bounds every stored value (workloads, schedules too). */
 Cache *cache_open(const char *dir, const CacheOptions *opt, KcErr *err);
 void cache_close(Cache *c); /* no calls may be in flight; NULL allowed */
 

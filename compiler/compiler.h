@@ -47,7 +47,7 @@ typedef struct KcLimits {
 /* A fully resolved code-generation target. `name` is canonical: aliases
  * ("cpu", "x86_64+avx2") are resolved before anything is keyed or stored. */
 typedef struct KcTarget {
-	char name[256];     /* e.g. "x86_64-skylake-avx512" or "x86_64-x86-64+avx2+fma" */
+	char name[1024];    /* e.g. "x86_64-skylake-avx512" or "x86_64-x86-64+avx2+fma" */
 	char triple[64];    /* e.g. "x86_64-unknown-linux-gnu" */
 	char cpu[64];       /* LLVM CPU name, e.g. "skylake-avx512", "x86-64" */
 	char features[1024];/* explicit LLVM feature string, e.g. "+avx2,+fma" */

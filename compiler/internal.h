@@ -69,6 +69,7 @@ extern const KcDtypeInfo kc_dtype_info[KC_DT_COUNT];
 typedef enum IrValueKind { IRV_INPUT, IRV_CONST, IRV_OP } IrValueKind;
 
 typedef struct IrNode IrNode;
+typedef struct IrGraph IrGraph; /* == KcGraph (compiler.h) */
 
 typedef struct IrValue {
 	IrValueKind kind;

@@ -1,0 +1,315 @@
+/* route.c - the route table, request dispatch, JSON reply helpers and the
+ * API context's life cycle.
+ *
+ * Routing walks routes.def in order and matches each pattern segment by
+ * segment; "{id}" takes one whole segment. A path that matches some
+ * pattern under another method is 405 with an Allow header listing every
+ * method that would match; a path matching nothing is 404. Ids are checked
+ * here (exactly 64 hex characters), so handlers get a parsed KcDigest.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define MAX_PATH 512
+
+static const struct RouteInfo {
+	const char *method;
+	const char *pattern;
+	ApiHandler fn;
+	unsigned flags;
+} routes[API_ROUTE_COUNT] = {
+#define R(e, method, pattern, handler, flags) [API_ROUTE_##e] = {method, pattern, handler, flags},
+#include "routes.def"
+#undef R
+};
+
+ApiCtx *
+api_new(const ApiConfig *cfg, Cache *cache)
+{
+	KC_ASSERT(cfg && cache);
+	ApiCtx *a = kc_xcalloc(1, sizeof *a);
+	a->cfg = *cfg;
+	a->linker = cfg->linker && *cfg->linker ? kc_xstrdup(cfg->linker) : NULL;
+	a->tmpdir = cfg->tmpdir && *cfg->tmpdir ? kc_xstrdup(cfg->tmpdir) : NULL;
+	a->cfg.linker = a->linker;
+	a->cfg.tmpdir = a->tmpdir;
+	a->cache = cache;
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	KcErr err = {0};
+	a->host_ok = kc_target_host(&a->host, &err) == KC_OK;
+	if (!a->host_ok)
+		kc_log(KC_LOG_WARN, "host target unresolved: %s", err.msg);
+	return a;
+}
+
+void
+api_free(ApiCtx *a)
+{
+	if (!a)
+		return;
+	KC_ASSERT(a->flights == NULL);
+	for (int i = 0; i < API_RECENT; i++)
+		free(a->recent[i].body);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->mu);
+	free(a->linker);
+	free(a->tmpdir);
+	free(a);
+}
+
+void
+api_stats(ApiCtx *a, ApiStats *out)
+{
+	pthread_mutex_lock(&a->mu);
+	*out = a->stats;
+	pthread_mutex_unlock(&a->mu);
+}
+
+const char *
+api_route_pattern(ApiRouteId r)
+{
+	KC_ASSERT((unsigned)r < API_ROUTE_COUNT);
+	return routes[r].pattern;
+}
+
+/* Matches `path` against `pattern`; on success *id / *id_len give the
+ * "{id}" segment (NULL / 0 when the pattern has none). */
+static bool
+match(const char *pattern, const char *path, const char **id, size_t *id_len)
+{
+	*id = NULL;
+	*id_len = 0;
+	while (*pattern) {
+		if (strncmp(pattern, "{id}", 4) == 0) {
+			size_t n = strcspn(path, "/");
+			if (n == 0)
+				return false;
+			*id = path;
+			*id_len = n;
+			path += n;
+			pattern += 4;
+			continue;
+		}
+		if (*pattern++ != *path++)
+			return false;
+	}
+	return *path == 0;
+}
+
+bool
+api_route(const char *method, const char *path, ApiMatch *m, ApiResponse *resp)
+{
+	memset(m, 0, sizeof *m);
+	if (!method || !path || strnlen(path, MAX_PATH + 1) > MAX_PATH) {
+		api_reply_error(resp, KC_NOT_FOUND, NULL, "no such path");
+		return false;
+	}
+	char allow[64] = "";
+	for (int r = 0; r < API_ROUTE_COUNT; r++) {
+		const char *id;
+		size_t id_len;
+		if (!match(routes[r].pattern, path, &id, &id_len))
+			continue;
+		if (strcmp(routes[r].method, method) != 0) {
+			if (!strstr(allow, routes[r].method)) {
+				size_t used = strlen(allow);
+				snprintf(allow + used, sizeof allow - used, "%s%s",
+				         used ? ", " : "", routes[r].method);
+			}
+			continue;
+		}
+		if (id) {
+			char hex[65];
+			if (id_len != 64) {
+				api_reply_error(resp, KC_NOT_FOUND, NULL,
+				                "ids are 64 hexadecimal characters");
+				return false;
+			}
+			memcpy(hex, id, 64);
+			hex[64] = 0;
+			if (!kc_digest_parse(hex, &m->id)) {
+				api_reply_error(resp, KC_NOT_FOUND, NULL,
+				                "ids are 64 hexadecimal characters");
+				return false;
+			}
+		}
+		m->route = (ApiRouteId)r;
+		m->flags = routes[r].flags;
+		return true;
+	}
+	if (allow[0]) {
+		api_reply_error(resp, KC_METHOD, NULL, NULL);
+		resp->header_name = "Allow";
+		snprintf(resp->header_value, sizeof resp->header_value, "%s", allow);
+		return false;
+	}
+	api_reply_error(resp, KC_NOT_FOUND, NULL, "no such path");
+	return false;
+}
+
+void
+api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
+{
+	KC_ASSERT((unsigned)m->route < API_ROUTE_COUNT);
+	memset(resp, 0, sizeof *resp);
+	if ((m->flags & API_F_BODY) && req->body_len > a->cfg.max_body_bytes) {
+		api_reply_error(resp, KC_TOO_LARGE, NULL, "request body exceeds max_body_bytes");
+		return;
+	}
+	routes[m->route].fn(a, m, req, resp);
+	KC_ASSERT(resp->status != 0);
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+void
+api_response_free(ApiResponse *resp)
+{
+	if (!resp)
+		return;
+	free(resp->body);
+	resp->body = NULL;
+	resp->body_len = 0;
+}
+
+void
+api_reply_buf(ApiResponse *resp, int status, const char *content_type, KcBuf *b)
+{
+	free(resp->body);
+	resp->status = status;
+	resp->content_type = content_type;
+	resp->body = kc_buf_take(b, &resp->body_len);
+}
+
+void
+api_reply_json_buf(ApiResponse *resp, int status, KcBuf *b)
+{
+	api_reply_buf(resp, status, "application/json", b);
+}
+
+/* Length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF), or 0 if it is not one. */
+static size_t
+utf8_len(const unsigned char *p)
+{
+	unsigned char c = p[0];
+	if (c >= 0xc2 && c <= 0xdf)
+		return (p[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (c >= 0xe0 && c <= 0xef) {
+		unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+		return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
+	}
+	if (c >= 0xf0 && c <= 0xf4) {
+		unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+		return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80
+		           ? 4
+		           : 0;
+	}
+	return 0;
+}
+
+void
+api_json_str(KcBuf *b, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *run = p; /* start of bytes not yet written */
+	kc_buf_putc(b, '"');
+	while (*p) {
+		size_t n = *p < 0x80 ? 1 : utf8_len(p);
+		if (n > 1 || (n == 1 && *p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f)) {
+			p += n;
+			continue;
+		}
+		kc_buf_append(b, run, (size_t)(p - run));
+		switch (*p) {
+		case '"': kc_buf_puts(b, "\\\""); break;
+		case '\\': kc_buf_puts(b, "\\\\"); break;
+		case '\n': kc_buf_puts(b, "\\n"); break;
+		case '\r': kc_buf_puts(b, "\\r"); break;
+		case '\t': kc_buf_puts(b, "\\t"); break;
+		default:
+			if (n == 0)
+				kc_buf_puts(b, "\\ufffd");
+			else
+				kc_buf_printf(b, "\\u%04x", *p);
+		}
+		run = ++p;
+	}
+	kc_buf_append(b, run, (size_t)(p - run));
+	kc_buf_putc(b, '"');
+}
+
+void
+api_reply_error(ApiResponse *resp, KcStatus st, const char *where, const char *msg)
+{
+	KcBuf b = {0};
+	int status = kc_http_status(st);
+	kc_buf_printf(&b, "{\"error\":{\"status\":%d,\"code\":", status);
+	kc_buf_json_str(&b, kc_status_code(st));
+	kc_buf_puts(&b, ",\"where\":");
+	api_json_str(&b, where ? where : "");
+	kc_buf_puts(&b, ",\"message\":");
+	api_json_str(&b, msg && *msg ? msg : kc_status_text(st));
+	kc_buf_puts(&b, "}}\n");
+	api_reply_json_buf(resp, status, &b);
+	if (status == 503) {
+		resp->header_name = "Retry-After";
+		snprintf(resp->header_value, sizeof resp->header_value, "1");
+	}
+}
+
+void
+api_reply_kcerr(ApiResponse *resp, const KcErr *err)
+{
+	KcStatus st = err->status == KC_OK ? KC_INTERNAL : err->status;
+	api_reply_error(resp, st, err->where, err->msg);
+}
+
+/* ---- small request helpers ---------------------------------------------- */
+
+/* "application/json", optionally followed by parameters ("; charset=utf-8"). */
+bool
+api_is_json(const char *ct)
+{
+	static const char want[] = "application/json";
+	if (!ct)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	if (strncasecmp(ct, want, sizeof want - 1) != 0)
+		return false;
+	ct += sizeof want - 1;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return *ct == 0 || *ct == ';';
+}
+
+const char *
+api_query(const ApiRequest *req, const char *key)
+{
+	return req->query ? req->query(req->query_closure, key) : NULL;
+}
+
+const char *
+api_query_target(const ApiRequest *req, char *buf, size_t cap)
+{
+	const char *v = api_query(req, "target");
+	if (!v)
+		return NULL;
+	snprintf(buf, cap, "%s", v);
+	for (char *p = buf; *p; p++)
+		if (*p == ' ')
+			*p = '+';
+	return buf;
+}
+
+double
+api_ms_since(int64_t t0_us)
+{
+	return (double)(kc_now_us() - t0_us) / 1000.0;
+}

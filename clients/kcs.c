@@ -1,0 +1,708 @@
+/* kcs.c - command-line client of kcsd (API v1): `kcs compile FILE
+ * [--target T] [-o out.so]`, `kcs get ID [--ir|--asm|--object] [-o FILE]`,
+ * `kcs version`, `kcs host-target`; --server URL on each.
+ *
+ * The one idea: the CLI trusts nothing it did not check. An object is written
+ * only after its SHA-256 matches the response's object_sha256 and every CPU
+ * feature in target.features is present on this machine (exit 3 otherwise;
+ * --no-check skips the feature test, for cross builds). The default target is
+ * this machine's "x86_64+<features>" read from /proc/cpuinfo, not "cpu", so a
+ * kernel compiled here runs here even when the server is another machine.
+ * Exit codes: 0 ok, 1 server or transport error, 2 usage, 3 missing CPU
+ * feature. Depends on common/ and the wire format only (libcurl, cJSON).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include "common.h"
+
+#define DEFAULT_SERVER "http://127.0.0.1:8787"
+#define MAX_RESPONSE ((size_t)256 << 20)
+#define MAX_REQUEST ((size_t)64 << 20)
+
+enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_FEATURE = 3 };
+
+/* ---- host CPU features ------------------------------------------------- */
+
+typedef struct FlagMap {
+	const char *flag; /* /proc/cpuinfo spelling */
+	const char *llvm; /* LLVM feature name */
+	int in_target;    /* printed in the default target name */
+} FlagMap;
+
+/* x86: /proc/cpuinfo "flags" -> LLVM; the order of the target name. */
+/* clang-format off */
+static const FlagMap x86_flags[] = {
+	{"pni", "sse3", 1}, {"ssse3", "ssse3", 1}, {"sse4_1", "sse4.1", 1},
+	{"sse4_2", "sse4.2", 1}, {"popcnt", "popcnt", 1}, {"avx", "avx", 1},
+	{"avx2", "avx2", 1}, {"fma", "fma", 1}, {"f16c", "f16c", 1},
+	{"bmi1", "bmi", 1}, {"bmi2", "bmi2", 1}, {"abm", "lzcnt", 1},
+	{"lzcnt", "lzcnt", 1}, {"movbe", "movbe", 1}, {"aes", "aes", 1},
+	{"pclmulqdq", "pclmul", 1}, {"adx", "adx", 1},
+	{"avx512f", "avx512f", 1}, {"avx512cd", "avx512cd", 1},
+	{"avx512bw", "avx512bw", 1}, {"avx512dq", "avx512dq", 1},
+	{"avx512vl", "avx512vl", 1}, {"avx512_vnni", "avx512vnni", 1},
+	{"avx512_bf16", "avx512bf16", 1}, {"avx512_fp16", "avx512fp16", 1},
+	{"avx512ifma", "avx512ifma", 1}, {"avx512vbmi", "avx512vbmi", 1},
+	{"avx512_vbmi2", "avx512vbmi2", 1}, {"avx512_bitalg", "avx512bitalg", 1},
+	{"avx512_vpopcntdq", "avx512vpopcntdq", 1}, {"gfni", "gfni", 1},
+	{"vaes", "vaes", 1}, {"vpclmulqdq", "vpclmulqdq", 1},
+	{"avx_vnni", "avxvnni", 1},
+	/* known to LLVM but left out of the target name */
+	{"fpu", "x87", 0}, {"cmov", "cmov", 0}, {"cx8", "cx8", 0},
+	{"mmx", "mmx", 0}, {"fxsr", "fxsr", 0}, {"sse", "sse", 0},
+	{"sse2", "sse2", 0}, {"lm", "64bit", 0}, {"sse3", "sse3", 0},
+	{"sse4a", "sse4a", 0}, {"fma4", "fma4", 0}, {"xop", "xop", 0},
+	{"rdrand", "rdrnd", 0}, {"rdseed", "rdseed", 0},
+	{"fsgsbase", "fsgsbase", 0}, {"invpcid", "invpcid", 0},
+	{"sha_ni", "sha", 0}, {"clflushopt", "clflushopt", 0},
+	{"clwb", "clwb", 0}, {"xsave", "xsave", 0}, {"xsaveopt", "xsaveopt", 0},
+	{"xsavec", "xsavec", 0}, {"xsaves", "xsaves", 0}, {"cx16", "cx16", 0},
+	{"lahf_lm", "sahf", 0}, {"3dnowprefetch", "prfchw", 0},
+	{"prefetchw", "prfchw", 0}, {"tbm", "tbm", 0}, {"lwp", "lwp", 0},
+	{"clzero", "clzero", 0}, {"monitorx", "mwaitx", 0},
+	{"wbnoinvd", "wbnoinvd", 0}, {"rdpid", "rdpid", 0}, {"pku", "pku", 0},
+	{"movdiri", "movdiri", 0}, {"movdir64b", "movdir64b", 0},
+	{"waitpkg", "waitpkg", 0}, {"serialize", "serialize", 0},
+	{"tsxldtrk", "tsxldtrk", 0}, {"ptwrite", "ptwrite", 0},
+	{"cldemote", "cldemote", 0}, {"enqcmd", "enqcmd", 0},
+	{"uintr", "uintr", 0}, {"hreset", "hreset", 0}, {"rtm", "rtm", 0},
+	{"sgx", "sgx", 0}, {"user_shstk", "shstk", 0},
+	{"avx_vnni_int8", "avxvnniint8", 0}, {"avx_ifma", "avxifma", 0},
+	{"avx_ne_convert", "avxneconvert", 0}, {"cmpccxadd", "cmpccxadd", 0},
+	{"prefetchi", "prefetchi", 0},
+	{"avx512_vp2intersect", "avx512vp2intersect", 0},
+	{"amx_tile", "amx-tile", 0}, {"amx_int8", "amx-int8", 0},
+	{"amx_bf16", "amx-bf16", 0}, {"amx_fp16", "amx-fp16", 0},
+	{"amx_complex", "amx-complex", 0}, {"rdpru", "rdpru", 0},
+	{"mwaitx", "mwaitx", 0}, {"avx512er", "avx512er", 0},
+	{"avx512pf", "avx512pf", 0}, {"pconfig", "pconfig", 0},
+	{"sha512", "sha512", 0}, {"sm3", "sm3", 0}, {"sm4", "sm4", 0},
+	/* implied: LLVM spells out what the hardware flag guarantees */
+	{"sse4_2", "crc32", 0}, {"avx512f", "evex512", 0},
+};
+
+/* aarch64: /proc/cpuinfo "Features" -> LLVM. */
+static const FlagMap arm_flags[] = {
+	{"asimd", "neon", 1}, {"fphp", "fullfp16", 1}, {"asimdhp", "fullfp16", 1},
+	{"asimddp", "dotprod", 1}, {"i8mm", "i8mm", 1}, {"bf16", "bf16", 1},
+	{"sve", "sve", 1}, {"sve2", "sve2", 1}, {"atomics", "lse", 1},
+	{"crc32", "crc", 1}, {"aes", "aes", 1}, {"pmull", "aes", 0},
+	{"sha2", "sha2", 1}, {"sha1", "sha2", 0}, {"fp", "fp-armv8", 0},
+	{"sha3", "sha3", 0}, {"sha512", "sha3", 0}, {"asimdrdm", "rdm", 0},
+	{"fcma", "complxnum", 0}, {"jscvt", "jsconv", 0}, {"lrcpc", "rcpc", 0},
+	{"dcpop", "ccpp", 0}, {"sm4", "sm4", 0}, {"asimdfhm", "fp16fml", 0},
+	{"flagm", "flagm", 0}, {"ssbs", "ssbs", 0}, {"sb", "sb", 0},
+	{"paca", "pauth", 0}, {"bti", "bti", 0}, {"mte", "mte", 0},
+	{"frint", "fptoint", 0}, {"rng", "rand", 0},
+};
+
+/* Always present on the architecture (baseline). */
+static const char *const x86_base[] = {"64bit", "x87", "cmov", "cx8", "mmx", "fxsr", "sse", "sse2"};
+static const char *const arm_base[] = {"neon", "fp-armv8"};
+/* Not checked: CET shadow-stack instructions are NOPs on CPUs without it, and
+ * Linux lists the flag ("user_shstk") only when it enables user shadow stacks,
+ * so LLVM's CPUID-based host detection reports it where cpuinfo does not. */
+static const char *const unchecked[] = {"shstk"};
+/* clang-format on */
+
+typedef struct Host {
+	char arch[72];
+	const char *have[128]; /* LLVM feature names this CPU has */
+	size_t nhave;
+	const FlagMap *map;
+	size_t nmap;
+} Host;
+
+static int
+has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = list; (p = strstr(p, word)) != NULL; p += n) {
+		int start = p == list || p[-1] == ' ' || p[-1] == '\t';
+		int end = p[n] == 0 || p[n] == ' ' || p[n] == '\n' || p[n] == '\t';
+		if (start && end)
+			return 1;
+	}
+	return 0;
+}
+
+static int
+host_has(const Host *h, const char *feat)
+{
+	for (size_t i = 0; i < h->nhave; i++)
+		if (strcmp(h->have[i], feat) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+host_add(Host *h, const char *feat)
+{
+	if (!host_has(h, feat) && h->nhave < sizeof h->have / sizeof h->have[0])
+		h->have[h->nhave++] = feat;
+}
+
+/* Reads the CPU's flags line once into h. */
+static void
+host_detect(Host *h)
+{
+	struct utsname u;
+	memset(h, 0, sizeof *h);
+	snprintf(h->arch, sizeof h->arch, "%s", uname(&u) == 0 ? u.machine : "unknown");
+	const char *const *base = NULL;
+	size_t nbase = 0;
+	const char *key = "flags";
+	if (strcmp(h->arch, "x86_64") == 0) {
+		h->map = x86_flags;
+		h->nmap = sizeof x86_flags / sizeof x86_flags[0];
+		base = x86_base;
+		nbase = sizeof x86_base / sizeof x86_base[0];
+	} else if (strcmp(h->arch, "aarch64") == 0 || strcmp(h->arch, "arm64") == 0) {
+		snprintf(h->arch, sizeof h->arch, "aarch64");
+		h->map = arm_flags;
+		h->nmap = sizeof arm_flags / sizeof arm_flags[0];
+		base = arm_base;
+		nbase = sizeof arm_base / sizeof arm_base[0];
+		key = "Features";
+	}
+	for (size_t i = 0; i < nbase; i++)
+		host_add(h, base[i]);
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, f) > 0) {
+		char *colon = strchr(line, ':');
+		if (!colon || strncmp(line, key, strlen(key)) != 0)
+			continue;
+		for (size_t i = 0; i < h->nmap; i++)
+			if (has_word(colon + 1, h->map[i].flag))
+				host_add(h, h->map[i].llvm);
+		break;
+	}
+	free(line);
+	fclose(f);
+}
+
+/* "x86_64+sse3+...": the default target name for this machine. */
+static void
+host_target(const Host *h, KcBuf *out)
+{
+	kc_buf_puts(out, h->arch);
+	for (size_t i = 0; i < h->nmap; i++) {
+		const FlagMap *m = &h->map[i];
+		if (!m->in_target || !host_has(h, m->llvm))
+			continue;
+		/* print each LLVM name once (several flags may map to it) */
+		int dup = 0;
+		for (size_t j = 0; j < i; j++)
+			if (h->map[j].in_target && strcmp(h->map[j].llvm, m->llvm) == 0)
+				dup = 1;
+		if (!dup)
+			kc_buf_printf(out, "+%s", m->llvm);
+	}
+}
+
+/* Checks a response's "target" object against this CPU. Returns 0 when it
+ * can run here; otherwise prints what is missing and returns EXIT_FEATURE. */
+static int
+check_target(const Host *h, const cJSON *target)
+{
+	const cJSON *triple = cJSON_GetObjectItemCaseSensitive(target, "triple");
+	const cJSON *feats = cJSON_GetObjectItemCaseSensitive(target, "features");
+	if (cJSON_IsString(triple)) {
+		char arch[32];
+		size_t n = strcspn(triple->valuestring, "-");
+		snprintf(arch, sizeof arch, "%.*s", (int)(n < 31 ? n : 31), triple->valuestring);
+		if (strcmp(arch, "arm64") == 0)
+			snprintf(arch, sizeof arch, "aarch64");
+		if (arch[0] && strcmp(arch, h->arch) != 0) {
+			fprintf(stderr, "kcs: kernel is for %s, this machine is %s\n",
+			        triple->valuestring, h->arch);
+			return EXIT_FEATURE;
+		}
+	}
+	if (!cJSON_IsString(feats))
+		return 0;
+	KcBuf missing = {0};
+	char *list = kc_xstrdup(feats->valuestring);
+	for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ')
+			tok++;
+		int skip = tok[0] != '+' || host_has(h, tok + 1);
+		for (size_t i = 0; i < sizeof unchecked / sizeof unchecked[0]; i++)
+			skip |= strcmp(tok + 1, unchecked[i]) == 0;
+		if (skip)
+			continue;
+		kc_buf_printf(&missing, "%s%s", missing.len ? ", " : "", tok + 1);
+	}
+	free(list);
+	int rc = 0;
+	if (missing.len) {
+		fprintf(stderr, "kcs: kernel needs CPU features this machine lacks: %s\n",
+		        missing.data);
+		rc = EXIT_FEATURE;
+	}
+	kc_buf_free(&missing);
+	return rc;
+}
+
+/* ---- HTTP ---------------------------------------------------------------- */
+
+typedef struct Reply {
+	long status;
+	KcBuf body;
+	int too_large;
+} Reply;
+
+static size_t
+on_data(char *p, size_t size, size_t n, void *arg)
+{
+	Reply *r = arg;
+	size_t len = size * n;
+	if (r->body.len + len > MAX_RESPONSE) {
+		r->too_large = 1;
+		return 0; /* aborts the transfer */
+	}
+	kc_buf_append(&r->body, p, len);
+	return len;
+}
+
+/* One request. body NULL = GET. Returns 0 when a reply (any status) came
+ * back; prints the transport error and returns EXIT_SERVER otherwise. */
+static int
+http(const char *url, const char *body, size_t body_len, Reply *r)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hdr = NULL;
+	int rc = 0;
+	KC_ASSERT(c);
+	memset(r, 0, sizeof *r);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)MAX_RESPONSE);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "kcs/1");
+	const char *token = getenv("KCS_TOKEN");
+	if (token && *token) {
+		KcBuf h = {0};
+		kc_buf_printf(&h, "Authorization: Bearer %s", token);
+		hdr = curl_slist_append(hdr, h.data);
+		kc_buf_free(&h);
+	}
+	if (body) {
+		hdr = curl_slist_append(hdr, "Content-Type: application/json");
+		hdr = curl_slist_append(hdr, "Expect:");
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+	}
+	if (hdr)
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	CURLcode cc = curl_easy_perform(c);
+	if (cc != CURLE_OK) {
+		if (r->too_large || cc == CURLE_FILESIZE_EXCEEDED)
+			fprintf(stderr, "kcs: response from %s exceeds %zu bytes\n", url,
+			        MAX_RESPONSE);
+		else
+			fprintf(stderr, "kcs: %s: %s\n", url, curl_easy_strerror(cc));
+		rc = EXIT_SERVER;
+		goto done;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+done:
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
+	return rc;
+}
+
+/* For a non-2xx reply: prints "kcs: <status> <code> at <where>: <message>"
+ * from the error object (or the raw body) and returns EXIT_SERVER. */
+static int
+report_error(const Reply *r)
+{
+	cJSON *j = cJSON_ParseWithLength(r->body.data ? r->body.data : "", r->body.len);
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "status");
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
+	const cJSON *where = cJSON_GetObjectItemCaseSensitive(e, "where");
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+	if (cJSON_IsObject(e))
+		fprintf(stderr, "kcs: %ld %s at %s: %s\n",
+		        cJSON_IsNumber(st) ? (long)st->valuedouble : r->status,
+		        cJSON_IsString(code) ? code->valuestring : "?",
+		        cJSON_IsString(where) ? where->valuestring : "?",
+		        cJSON_IsString(msg) ? msg->valuestring : "?");
+	else
+		fprintf(stderr, "kcs: %ld http_error at server: %.200s\n", r->status,
+		        r->body.data ? r->body.data : "");
+	cJSON_Delete(j);
+	return EXIT_SERVER;
+}
+
+/* GET/POST and parse a JSON reply; *out is NULL on failure (rc != 0). */
+static int
+http_json(const char *url, const char *body, size_t len, cJSON **out)
+{
+	Reply r;
+	int rc = http(url, body, len, &r);
+	*out = NULL;
+	if (rc == 0 && (r.status < 200 || r.status > 299))
+		rc = report_error(&r);
+	if (rc == 0) {
+		*out = cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len);
+		if (!*out) {
+			fprintf(stderr, "kcs: %s: reply is not JSON\n", url);
+			rc = EXIT_SERVER;
+		}
+	}
+	kc_buf_free(&r.body);
+	return rc;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static int
+b64val(int c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/* Standard padded base64 -> bytes. Returns 0, or -1 on malformed input. */
+static int
+b64decode(const char *s, KcBuf *out)
+{
+	uint32_t acc = 0;
+	int bits = 0;
+	size_t pad = 0;
+	for (; *s; s++) {
+		if (*s == '=') {
+			pad++;
+			continue;
+		}
+		int v = b64val((unsigned char)*s);
+		if (v < 0 || pad)
+			return -1;
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			kc_buf_putc(out, (char)((acc >> bits) & 0xFF));
+		}
+	}
+	return pad > 2 ? -1 : 0;
+}
+
+static int
+sha_matches(const KcBuf *obj, const cJSON *meta)
+{
+	const cJSON *want = cJSON_GetObjectItemCaseSensitive(meta, "object_sha256");
+	KcDigest d;
+	char hex[65];
+	kc_sha256(obj->data ? obj->data : "", obj->len, &d);
+	kc_digest_hex(&d, hex);
+	if (!cJSON_IsString(want) || strcmp(want->valuestring, hex) != 0) {
+		fprintf(stderr, "kcs: object sha256 %s does not match object_sha256 %s\n", hex,
+		        cJSON_IsString(want) ? want->valuestring : "(missing)");
+		return 0;
+	}
+	return 1;
+}
+
+static int
+write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
+	if (!f) {
+		fprintf(stderr, "kcs: %s: %s\n", path, strerror(errno));
+		return EXIT_SERVER;
+	}
+	int ok = fwrite(data, 1, len, f) == len;
+	ok = (f == stdout ? fflush(f) == 0 : fclose(f) == 0) && ok;
+	if (!ok) {
+		fprintf(stderr, "kcs: writing %s: %s\n", path, strerror(errno));
+		return EXIT_SERVER;
+	}
+	return 0;
+}
+
+static int
+read_file(const char *path, KcBuf *out)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	char chunk[65536];
+	size_t n;
+	if (!f) {
+		fprintf(stderr, "kcs: %s: %s\n", path, strerror(errno));
+		return EXIT_USAGE;
+	}
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+		kc_buf_append(out, chunk, n);
+		if (out->len > MAX_REQUEST) {
+			fprintf(stderr, "kcs: %s: larger than %zu bytes\n", path, MAX_REQUEST);
+			break;
+		}
+	}
+	int bad = ferror(f) || out->len > MAX_REQUEST;
+	if (f != stdin)
+		fclose(f);
+	return bad ? EXIT_USAGE : 0;
+}
+
+static void
+print_json(const cJSON *j)
+{
+	char *s = cJSON_Print(j);
+	KC_ASSERT(s);
+	puts(s);
+	cJSON_free(s);
+}
+
+static void
+url_escape(KcBuf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '_' || c == '.' || c == '~')
+			kc_buf_putc(out, (char)c);
+		else
+			kc_buf_printf(out, "%%%c%c", hex[c >> 4], hex[c & 15]);
+	}
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+typedef struct Opts {
+	const char *server;
+	const char *target;
+	const char *out;
+	const char *what; /* get: NULL (metadata), "ir", "asm", "object" */
+	const char *arg;  /* FILE or ID */
+	int no_check;
+} Opts;
+
+static int
+cmd_compile(const Opts *o, const Host *h)
+{
+	KcBuf body = {0}, url = {0}, tgt = {0}, obj = {0};
+	cJSON *meta = NULL;
+	int rc = read_file(o->arg, &body);
+	if (rc)
+		goto done;
+	if (o->target)
+		kc_buf_puts(&tgt, o->target);
+	else
+		host_target(h, &tgt);
+	kc_buf_printf(&url, "%s/v1/compile?target=", o->server);
+	url_escape(&url, tgt.data);
+	rc = http_json(url.data, body.data ? body.data : "", body.len, &meta);
+	if (rc)
+		goto done;
+	cJSON *b64 = cJSON_DetachItemFromObjectCaseSensitive(meta, "object_base64");
+	if (!cJSON_IsString(b64) || b64decode(b64->valuestring, &obj) != 0) {
+		fprintf(stderr, "kcs: reply has no valid object_base64\n");
+		rc = EXIT_SERVER;
+	}
+	cJSON_Delete(b64);
+	print_json(meta);
+	if (rc || !o->out)
+		goto done;
+	if (!sha_matches(&obj, meta)) {
+		rc = EXIT_SERVER;
+		goto done;
+	}
+	if (!o->no_check &&
+	    (rc = check_target(h, cJSON_GetObjectItemCaseSensitive(meta, "target"))))
+		goto done;
+	rc = write_file(o->out, obj.data ? obj.data : "", obj.len);
+done:
+	cJSON_Delete(meta);
+	kc_buf_free(&body);
+	kc_buf_free(&url);
+	kc_buf_free(&tgt);
+	kc_buf_free(&obj);
+	return rc;
+}
+
+static int
+cmd_get(const Opts *o, const Host *h)
+{
+	KcBuf url = {0}, base = {0};
+	cJSON *meta = NULL;
+	Reply r = {0};
+	int rc;
+	kc_buf_printf(&base, "%s/v1/kernels/", o->server);
+	url_escape(&base, o->arg);
+	rc = http_json(base.data, NULL, 0, &meta);
+	if (rc)
+		goto done;
+	if (!o->what) {
+		if (o->out) {
+			char *s = cJSON_Print(meta);
+			rc = write_file(o->out, s, strlen(s));
+			cJSON_free(s);
+		} else {
+			print_json(meta);
+		}
+		goto done;
+	}
+	int is_obj = strcmp(o->what, "object") == 0;
+	if (is_obj && !o->no_check &&
+	    (rc = check_target(h, cJSON_GetObjectItemCaseSensitive(meta, "target"))))
+		goto done;
+	kc_buf_printf(&url, "%s/%s", base.data, o->what);
+	if ((rc = http(url.data, NULL, 0, &r)) != 0)
+		goto done;
+	if (r.status < 200 || r.status > 299) {
+		rc = report_error(&r);
+		goto done;
+	}
+	if (is_obj && !sha_matches(&r.body, meta)) {
+		rc = EXIT_SERVER;
+		goto done;
+	}
+	if (is_obj && !o->out && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "kcs: refusing to write an object to a terminal; use -o FILE\n");
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	rc = write_file(o->out ? o->out : "-", r.body.data ? r.body.data : "", r.body.len);
+done:
+	cJSON_Delete(meta);
+	kc_buf_free(&r.body);
+	kc_buf_free(&url);
+	kc_buf_free(&base);
+	return rc;
+}
+
+static int
+cmd_version(const Opts *o)
+{
+	KcBuf url = {0};
+	cJSON *v = NULL;
+	kc_buf_printf(&url, "%s/v1/version", o->server);
+	int rc = http_json(url.data, NULL, 0, &v);
+	if (rc == 0)
+		print_json(v);
+	cJSON_Delete(v);
+	kc_buf_free(&url);
+	return rc;
+}
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: kcs compile FILE [--target T] [-o out.so] [--no-check] [--server URL]\n"
+	      "       kcs get ID [--ir|--asm|--object] [-o FILE] [--no-check] [--server URL]\n"
+	      "       kcs version [--server URL]\n"
+	      "       kcs host-target\n"
+	      "The server defaults to $KCS_SERVER, then " DEFAULT_SERVER ".\n"
+	      "$KCS_TOKEN, when set, is sent as a bearer token.\n"
+	      "The target defaults to this machine (see host-target); 'cpu' means the\n"
+	      "server's own CPU. Exit: 0 ok, 1 server error, 2 usage, 3 this CPU lacks\n"
+	      "a feature the kernel needs (--no-check writes it anyway).\n",
+	      f);
+}
+
+int
+main(int argc, char **argv)
+{
+	Opts o = {0};
+	Host h;
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+	if (!cmd || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+		usage(cmd ? stdout : stderr);
+		return cmd ? 0 : EXIT_USAGE;
+	}
+	o.server = getenv("KCS_SERVER");
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		int more = i + 1 < argc;
+		if ((strcmp(a, "--server") == 0 || strcmp(a, "-s") == 0) && more)
+			o.server = argv[++i];
+		else if ((strcmp(a, "--target") == 0 || strcmp(a, "-t") == 0) && more)
+			o.target = argv[++i];
+		else if (strcmp(a, "-o") == 0 && more)
+			o.out = argv[++i];
+		else if (strcmp(a, "--ir") == 0)
+			o.what = "ir";
+		else if (strcmp(a, "--asm") == 0)
+			o.what = "asm";
+		else if (strcmp(a, "--object") == 0)
+			o.what = "object";
+		else if (strcmp(a, "--no-check") == 0)
+			o.no_check = 1;
+		else if ((a[0] != '-' || strcmp(a, "-") == 0) && !o.arg)
+			o.arg = a;
+		else {
+			fprintf(stderr, "kcs: unexpected argument '%s'\n", a);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (!o.server || !*o.server)
+		o.server = DEFAULT_SERVER;
+	/* "host:port" without a scheme is accepted */
+	KcBuf server = {0};
+	if (!strstr(o.server, "://"))
+		kc_buf_puts(&server, "http://");
+	kc_buf_puts(&server, o.server);
+	while (server.len && server.data[server.len - 1] == '/')
+		server.data[--server.len] = 0;
+	o.server = server.data;
+	host_detect(&h);
+
+	int rc;
+	int need_arg = strcmp(cmd, "compile") == 0 || strcmp(cmd, "get") == 0;
+	if (need_arg && !o.arg) {
+		fprintf(stderr, "kcs: %s needs an argument\n", cmd);
+		usage(stderr);
+		rc = EXIT_USAGE;
+	} else if (strcmp(cmd, "host-target") == 0) {
+		KcBuf t = {0};
+		host_target(&h, &t);
+		puts(t.data);
+		kc_buf_free(&t);
+		rc = 0;
+	} else {
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		if (strcmp(cmd, "compile") == 0)
+			rc = cmd_compile(&o, &h);
+		else if (strcmp(cmd, "get") == 0)
+			rc = cmd_get(&o, &h);
+		else if (strcmp(cmd, "version") == 0)
+			rc = cmd_version(&o);
+		else {
+			fprintf(stderr, "kcs: unknown command '%s'\n", cmd);
+			usage(stderr);
+			rc = EXIT_USAGE;
+		}
+		curl_global_cleanup();
+	}
+	kc_buf_free(&server);
+	return rc;
+}

@@ -1,0 +1,152 @@
+/* canon.c - the canonical form of a parsed graph and its workload_key.
+ *
+ * The form names nothing the client chose: kernel inputs are i<k> by
+ * position, constants are "c:<dtype>:<exact value>" (C99 %a hex floats
+ * for float dtypes, decimal for integers), and node results are n<k>.<out>
+ * where k is the node's index in a depth-first post-order walk that starts
+ * from the kernel outputs in order and visits operands in order. That walk
+ * depends only on the dataflow, so renaming tensors or reordering
+ * independent op_desc entries changes nothing; ops that no output reaches
+ * are dead and left out. Example (compact JSON, no spaces):
+ *   {"kcs_workload":1,"inputs":[["float32",[16,768]]],
+ *    "nodes":[{"op":"Add","in":["i0","c:float32:0x1p-1"],
+ *              "out":[["float32",[16,768]]]}],"outputs":["n0.0"]}
+ * workload_key = SHA-256 of exactly these bytes.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void
+put_type(KcBuf *b, const IrValue *v)
+{
+	kc_buf_printf(b, "[\"%s\",[", kc_dtype_info[v->dtype].name);
+	for (int d = 0; d < v->rank; d++)
+		kc_buf_printf(b, "%s%" PRId64, d ? "," : "", v->shape[d]);
+	kc_buf_puts(b, "]]");
+}
+
+/* Semantic attrs, only when an op has any (none in the elementwise slice;
+ * reductions will), so today's forms carry no "attrs" key at all. */
+static void
+put_attrs(KcBuf *b, const IrAttrs *a)
+{
+	if (a->naxis <= 0 && !a->keep_dims)
+		return;
+	kc_buf_puts(b, ",\"attrs\":{\"axis\":[");
+	for (int i = 0; i < a->naxis && i < KC_MAX_RANK; i++)
+		kc_buf_printf(b, "%s%" PRId64, i ? "," : "", a->axis[i]);
+	kc_buf_printf(b, "],\"keep_dims\":%s}", a->keep_dims ? "true" : "false");
+}
+
+/* A value's canonical reference; canon[] holds node indices (or -1). */
+static void
+put_ref(KcBuf *b, const IrValue *v, const int *canon)
+{
+	switch (v->kind) {
+	case IRV_INPUT: kc_buf_printf(b, "\"i%d\"", v->input_index); return;
+	case IRV_CONST:
+		if (kc_dtype_info[v->dtype].cls == DTC_FLOAT)
+			kc_buf_printf(b, "\"c:%s:%a\"", kc_dtype_info[v->dtype].name, v->fval);
+		else if (v->dtype == KC_DT_UINT64)
+			kc_buf_printf(b, "\"c:%s:%" PRIu64 "\"", kc_dtype_info[v->dtype].name,
+			              (uint64_t)v->ival);
+		else
+			kc_buf_printf(b, "\"c:%s:%" PRId64 "\"", kc_dtype_info[v->dtype].name,
+			              v->ival);
+		return;
+	case IRV_OP:
+		KC_ASSERT(canon[v->def->id] >= 0);
+		kc_buf_printf(b, "\"n%d.%d\"", canon[v->def->id], v->def_out);
+		return;
+	}
+	KC_ASSERT(0 && "bad value kind");
+}
+
+/* Number the nodes reachable from the outputs in DFS post-order; order[]
+ * receives them, canon[node id] their index. Iterative: depth is bounded
+ * only by the op count. Returns how many were numbered. */
+static int
+number_nodes(Arena *a, const IrGraph *g, int *canon, const IrNode **order)
+{
+	int n = 0, sp = 0;
+	const IrNode **stk = ARENA_ARRAY(a, const IrNode *, g->nnodes + 1);
+	int *next = ARENA_ARRAY(a, int, g->nnodes + 1);
+	bool *seen = ARENA_ARRAY(a, bool, g->nnodes + 1);
+	for (int o = 0; o < g->noutputs; o++) {
+		const IrValue *ov = g->outputs[o];
+		if (ov->kind != IRV_OP || seen[ov->def->id])
+			continue;
+		seen[ov->def->id] = true;
+		stk[sp] = ov->def;
+		next[sp++] = 0;
+		while (sp > 0) {
+			const IrNode *nd = stk[sp - 1];
+			if (next[sp - 1] < nd->nin) {
+				const IrValue *v = nd->in[next[sp - 1]++];
+				if (v->kind == IRV_OP && !seen[v->def->id]) {
+					seen[v->def->id] = true;
+					stk[sp] = v->def;
+					next[sp++] = 0;
+				}
+				continue;
+			}
+			canon[nd->id] = n;
+			order[n++] = nd;
+			sp--;
+		}
+	}
+	return n;
+}
+
+void
+kc_workload(CompileCtx *c, const KcGraph *g, KcWorkload *out)
+{
+	Arena *a = c->arena;
+	int *canon = ARENA_ARRAY(a, int, g->nnodes + 1);
+	const IrNode **order = ARENA_ARRAY(a, const IrNode *, g->nnodes + 1);
+	for (int i = 0; i < g->nnodes; i++)
+		canon[i] = -1;
+	int n = number_nodes(a, g, canon, order);
+
+	KcBuf b = {0};
+	kc_buf_printf(&b, "{\"kcs_workload\":%d,\"inputs\":[", KC_WORKLOAD_FORMAT);
+	for (int i = 0; i < g->ninputs; i++) {
+		if (i)
+			kc_buf_putc(&b, ',');
+		put_type(&b, g->inputs[i]);
+	}
+	kc_buf_puts(&b, "],\"nodes\":[");
+	for (int k = 0; k < n; k++) {
+		const IrNode *nd = order[k];
+		kc_buf_printf(&b, "%s{\"op\":\"%s\",\"in\":[", k ? "," : "",
+		              ir_op_info[nd->op].name);
+		for (int j = 0; j < nd->nin; j++) {
+			if (j)
+				kc_buf_putc(&b, ',');
+			put_ref(&b, nd->in[j], canon);
+		}
+		kc_buf_putc(&b, ']');
+		put_attrs(&b, &nd->attrs);
+		kc_buf_puts(&b, ",\"out\":[");
+		for (int j = 0; j < nd->nout; j++) {
+			if (j)
+				kc_buf_putc(&b, ',');
+			put_type(&b, nd->out[j]);
+		}
+		kc_buf_puts(&b, "]}");
+	}
+	kc_buf_puts(&b, "],\"outputs\":[");
+	for (int o = 0; o < g->noutputs; o++) {
+		if (o)
+			kc_buf_putc(&b, ',');
+		put_ref(&b, g->outputs[o], canon);
+	}
+	kc_buf_puts(&b, "]}");
+
+	out->canonical = arena_strndup(a, b.data, b.len);
+	out->canonical_len = b.len;
+	kc_sha256(b.data, b.len, &out->key);
+	kc_buf_free(&b);
+}

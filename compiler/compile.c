@@ -1,0 +1,183 @@
+/* compile.c - kc_compile: the backend pipeline as straight-line code.
+ *
+ *   IrGraph (parsed, typed; kc_parse ran before; dumped as "graph")
+ *     lower        lower.c     graph -> loop nest: injective stages, inlined
+ *                              DAG per output group, dims merged
+ *     verify       lower.c     indices in bounds, vars bound, dtypes agree
+ *     schedule     sched.c     vectorize / unroll / parallel annotations
+ *     verify       lower.c
+ *     emit-llvm    emit_llvm.c loop nest -> LLVM module (kcs-cpu-v1 entry)
+ *     optimize     objcode.c   verify, default<O3>, verify
+ *     object       objcode.c   TargetMachine -> ELF object in memory
+ *     link         link.c      system linker -> shared object
+ *   KcArtifact (symbol, .so bytes, optimised IR)
+ *
+ * Each pass appends "== name ==" and its dump to opts->dump when set.
+ * One LLVMContext per call, disposed here: compiles on different threads
+ * share nothing.
+ */
+#include <llvm-c/Core.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loopnest.h"
+
+#define MAX_SYMBOL 100 /* characters of the graph name kept in the symbol */
+
+/* Graph name -> [A-Za-z0-9_]+ "_kernel", never starting with a digit. */
+static void
+make_symbol(const char *name, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	KC_ASSERT(cap > MAX_SYMBOL + 16);
+	if (!name || !*name)
+		name = "kcs";
+	if (*name >= '0' && *name <= '9')
+		out[n++] = 'k';
+	for (const char *p = name; *p && n < MAX_SYMBOL; p++) {
+		char c = *p;
+		bool ok =
+		    (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		out[n++] = ok ? c : '_';
+	}
+	snprintf(out + n, cap - n, "_kernel");
+}
+
+/* LLVM diagnostics (e.g. "loop not vectorized" when a forced width
+ * cannot be honoured) must not go to the daemon's stderr: errors are
+ * logged, warnings and remarks dropped (the IR shows what happened). */
+static void
+on_diagnostic(LLVMDiagnosticInfoRef d, void *arg)
+{
+	(void)arg;
+	if (LLVMGetDiagInfoSeverity(d) != LLVMDSError)
+		return;
+	char *msg = LLVMGetDiagInfoDescription(d);
+	kc_log(KC_LOG_WARN, "llvm: %.300s", msg ? msg : "?");
+	LLVMDisposeMessage(msg);
+}
+
+static void
+dump_header(const KcCompileOptions *o, const char *pass)
+{
+	if (o->dump)
+		kc_buf_printf(o->dump, "== %s ==\n", pass);
+}
+
+static void
+dump_module(const KcCompileOptions *o, const char *pass, LLVMModuleRef mod)
+{
+	if (!o->dump)
+		return;
+	char *s = LLVMPrintModuleToString(mod);
+	dump_header(o, pass);
+	kc_buf_puts(o->dump, s);
+	LLVMDisposeMessage(s);
+}
+
+KcStatus
+kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule *s,
+           const KcCompileOptions *opts, KcArtifact *out, KcErr *err)
+{
+	KcCompileOptions dflt = {0};
+	const KcCompileOptions *o = opts ? opts : &dflt;
+	int64_t t0 = kc_now_us(), t1;
+	LoopNest *ln = NULL;
+	LLVMContextRef ctx = NULL;
+	LLVMModuleRef mod = NULL;
+	LLVMTargetMachineRef tm = NULL;
+	unsigned char *obj = NULL;
+	size_t obj_len = 0;
+	KcStatus st;
+
+	memset(out, 0, sizeof *out);
+	make_symbol(kc_graph_name(g), out->symbol, sizeof out->symbol);
+	if (!s)
+		s = kc_schedule_default(c, g, t);
+	if (o->dump) {
+		dump_header(o, "graph");
+		ir_graph_print(g, o->dump);
+	}
+
+	if ((st = ln_lower(c->arena, g, &ln, err)) != KC_OK)
+		goto done;
+	if (o->dump) {
+		dump_header(o, "lower");
+		ln_print(ln, o->dump);
+	}
+	if ((st = ln_verify(ln, "verify-lower", err)) != KC_OK)
+		goto done;
+
+	if ((st = sched_apply(ln, s, err)) != KC_OK)
+		goto done;
+	if (o->dump) {
+		dump_header(o, "schedule");
+		kc_buf_printf(o->dump, "template %s knobs %s\n", s->template_name, s->knobs_json);
+		ln_print(ln, o->dump);
+	}
+	if ((st = ln_verify(ln, "verify-schedule", err)) != KC_OK)
+		goto done;
+
+	ctx = LLVMContextCreate();
+	LLVMContextSetDiagnosticHandler(ctx, on_diagnostic, NULL);
+	mod = LLVMModuleCreateWithNameInContext(out->symbol, ctx);
+	if ((st = emit_module(ln, mod, out->symbol, err)) != KC_OK)
+		goto done;
+	dump_module(o, "emit-llvm", mod);
+
+	if (!(tm = obj_target_machine(t, err))) {
+		st = err->status;
+		goto done;
+	}
+	if ((st = obj_optimize(mod, tm, o->verify, err)) != KC_OK)
+		goto done;
+	dump_module(o, "optimize", mod);
+	if (o->want_ir) {
+		char *s_ir = LLVMPrintModuleToString(mod);
+		out->ir_len = strlen(s_ir);
+		out->ir = kc_xmalloc(out->ir_len + 1);
+		memcpy(out->ir, s_ir, out->ir_len + 1);
+		LLVMDisposeMessage(s_ir);
+	}
+
+	if ((st = obj_emit(mod, tm, LLVMObjectFile, &obj, &obj_len, err)) != KC_OK)
+		goto done;
+	if (o->dump) {
+		dump_header(o, "object");
+		kc_buf_printf(o->dump, "%zu bytes, target %s\n", obj_len, t->name);
+	}
+
+	t1 = kc_now_us();
+	st = link_shared(obj, obj_len, t, o, &out->object, &out->object_len, err);
+	out->link_ms = (double)(kc_now_us() - t1) / 1000.0;
+	if (st != KC_OK)
+		goto done;
+	if (o->dump) {
+		dump_header(o, "link");
+		kc_buf_printf(o->dump, "%zu bytes, symbol %s\n", out->object_len, out->symbol);
+	}
+done:
+	free(obj);
+	if (tm)
+		LLVMDisposeTargetMachine(tm);
+	if (mod)
+		LLVMDisposeModule(mod);
+	if (ctx)
+		LLVMContextDispose(ctx);
+	out->compile_ms = (double)(kc_now_us() - t0) / 1000.0;
+	if (st != KC_OK)
+		kc_artifact_free(out); /* on failure *out is left empty */
+	return st;
+}
+
+void
+kc_artifact_free(KcArtifact *a)
+{
+	if (!a)
+		return;
+	free(a->object);
+	free(a->ir);
+	memset(a, 0, sizeof *a);
+}

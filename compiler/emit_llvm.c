@@ -1,0 +1,806 @@
+/* emit_llvm.c - LoopNest -> LLVM module with the kcs-cpu-v1 ABI.
+ *
+ * Per stage s:
+ *   internal void body_s(ptr noalias b0, ..., i64 lo, i64 hi)
+ *       the loop nest; the parallel loop runs [lo, hi); the innermost loop
+ *       carries llvm.loop vectorize/interleave metadata from the schedule
+ *   internal i32 task_s(ptr closure, i64 t, i64 n)
+ *       unpacks the buffer pointers, computes task t's share of the
+ *       parallel loop and calls body_s
+ * and one exported entry
+ *   i32 SYMBOL(const KcsRuntime *rt, void *const *args, const int64_t *dims)
+ * that copies args into a closure on its stack and, stage after stage,
+ * calls rt->parallel_for(ctx, task_s, closure, ntasks) (or task_s inline
+ * when rt is NULL or ntasks is 1), returning the first non-zero result.
+ *
+ * Values are computed in a "compute type": bool i1, integers iN, float16,
+ * bfloat16 and float32 in float, float64 in double. Each op whose result
+ * is float16/bfloat16 is rounded to that type (RNE) right away, so results
+ * match a machine that computes natively in the narrow type.
+ * Integer Div/RealDiv truncate toward zero; x / 0 == 0 and INT_MIN / -1 ==
+ * INT_MIN (wrap), so nothing traps. Float -> int casts saturate (NaN -> 0).
+ */
+#include <llvm-c/DebugInfo.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loopnest.h"
+
+/* kcs-cpu-v1 KcsRuntime field offsets (LP64) */
+#define RT_VERSION 0
+#define RT_CTX 8
+#define RT_PARALLEL_FOR 16
+#define RT_NUM_THREADS 40
+#define CHUNK_ALIGN 64 /* elements; task boundaries of a flat loop */
+
+typedef struct Em {
+	const LoopNest *ln;
+	LLVMContextRef ctx;
+	LLVMModuleRef mod;
+	LLVMBuilderRef b;
+	LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
+	LLVMValueRef fn;    /* function being built */
+	LLVMValueRef *bufp; /* per buffer: its pointer in the body */
+	LLVMValueRef *var;  /* per loop var: its current value */
+	LLVMValueRef *memo; /* per expr id, reset per stage */
+	KcErr *err;
+} Em;
+
+/* Float class (float16, bfloat16, float32, float64). */
+static bool
+is_float(KcDtype dt)
+{
+	return kc_dtype_info[dt].cls == DTC_FLOAT;
+}
+
+/* Signed integer class (bool and unsigned are not). */
+static bool
+is_signed(KcDtype dt)
+{
+	return kc_dtype_info[dt].cls == DTC_INT;
+}
+
+/* The compute type of a dtype (see the header). */
+static LLVMTypeRef
+ctype(Em *E, KcDtype dt)
+{
+	switch (dt) {
+	case KC_DT_BOOL: return E->i1;
+	case KC_DT_INT8:
+	case KC_DT_UINT8: return E->i8;
+	case KC_DT_INT16:
+	case KC_DT_UINT16: return E->i16;
+	case KC_DT_INT32:
+	case KC_DT_UINT32: return E->i32;
+	case KC_DT_INT64:
+	case KC_DT_UINT64: return E->i64;
+	case KC_DT_FLOAT16:
+	case KC_DT_BFLOAT16:
+	case KC_DT_FLOAT32: return E->f32;
+	case KC_DT_FLOAT64: return E->f64;
+	case KC_DT_COMPLEX64:
+	case KC_DT_COMPLEX128:
+	case KC_DT_COUNT: break;
+	}
+	KC_ASSERT(!"dtype without a compute type");
+	return NULL;
+}
+
+/* The in-memory type of a dtype: bool i8, float16/bfloat16 i16. */
+static LLVMTypeRef
+stype(Em *E, KcDtype dt)
+{
+	switch (dt) {
+	case KC_DT_BOOL: return E->i8;
+	case KC_DT_FLOAT16:
+	case KC_DT_BFLOAT16: return E->i16;
+	case KC_DT_INT8:
+	case KC_DT_UINT8:
+	case KC_DT_INT16:
+	case KC_DT_UINT16:
+	case KC_DT_INT32:
+	case KC_DT_UINT32:
+	case KC_DT_INT64:
+	case KC_DT_UINT64:
+	case KC_DT_FLOAT32:
+	case KC_DT_FLOAT64:
+	case KC_DT_COMPLEX64:
+	case KC_DT_COMPLEX128:
+	case KC_DT_COUNT: break;
+	}
+	return ctype(E, dt);
+}
+
+/* Round a compute value to its dtype (only float16/bfloat16 need it). */
+static LLVMValueRef
+round_dt(Em *E, LLVMValueRef v, KcDtype dt)
+{
+	if (dt == KC_DT_FLOAT16)
+		return math_f16_to_f32(E->b, math_f32_to_f16(E->b, v));
+	if (dt == KC_DT_BFLOAT16)
+		return math_bf16_to_f32(E->b, math_f32_to_bf16(E->b, v));
+	return v;
+}
+
+/* Zero of dtype dt in its compute type. */
+static LLVMValueRef
+zero_of(Em *E, KcDtype dt)
+{
+	return LLVMConstNull(ctype(E, dt));
+}
+
+/* Calls an intrinsic overloaded on (return type, argument type). */
+static LLVMValueRef
+intrin2(Em *E, const char *name, LLVMTypeRef ret, LLVMValueRef arg)
+{
+	LLVMTypeRef tys[2] = {ret, LLVMTypeOf(arg)};
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	KC_ASSERT(id != 0);
+	LLVMValueRef fn = LLVMGetIntrinsicDeclaration(E->mod, id, tys, 2);
+	LLVMTypeRef fty = LLVMIntrinsicGetType(E->ctx, id, tys, 2);
+	return LLVMBuildCall2(E->b, fty, fn, &arg, 1, "");
+}
+
+/* double -> float rounded to odd: truncate, then set the last bit if
+ * inexact. Rounding that to float16/bfloat16 (13+ bits shorter) gives the
+ * correctly rounded result, which plain double rounding does not. */
+static LLVMValueRef
+to_f32_odd(Em *E, LLVMValueRef x)
+{
+	LLVMBuilderRef b = E->b;
+	LLVMValueRef r = LLVMBuildFPTrunc(b, x, E->f32, "");
+	LLVMValueRef back = LLVMBuildFPExt(b, r, E->f64, "");
+	LLVMValueRef exact = LLVMBuildFCmp(b, LLVMRealOEQ, back, x, "");
+	LLVMValueRef away = LLVMBuildFCmp(b, LLVMRealOGT, math_intrinsic(b, "llvm.fabs", &back, 1),
+	                                  math_intrinsic(b, "llvm.fabs", &x, 1), "");
+	LLVMValueRef bits = LLVMBuildBitCast(b, r, E->i32, "");
+	bits = LLVMBuildSelect(b, away, LLVMBuildSub(b, bits, LLVMConstInt(E->i32, 1, 0), ""), bits,
+	                       "");
+	bits = LLVMBuildSelect(b, exact, bits, LLVMBuildOr(b, bits, LLVMConstInt(E->i32, 1, 0), ""),
+	                       "");
+	return LLVMBuildBitCast(b, bits, E->f32, "");
+}
+
+static bool
+is_half(KcDtype dt)
+{
+	return dt == KC_DT_FLOAT16 || dt == KC_DT_BFLOAT16;
+}
+
+/* Converts a compute value between dtypes (Cast semantics). */
+static LLVMValueRef
+cast(Em *E, LLVMValueRef v, KcDtype from, KcDtype to)
+{
+	LLVMBuilderRef b = E->b;
+	LLVMTypeRef tt = ctype(E, to);
+
+	if (from == to)
+		return v;
+	if (to == KC_DT_BOOL) {
+		if (is_float(from))
+			return LLVMBuildFCmp(b, LLVMRealUNE, v, zero_of(E, from), "");
+		return LLVMBuildICmp(b, LLVMIntNE, v, zero_of(E, from), "");
+	}
+	if (is_float(from) && is_float(to)) {
+		LLVMTypeRef ft = ctype(E, from);
+		if (ft == E->f64 && is_half(to))
+			return round_dt(E, to_f32_odd(E, v), to);
+		if (ft != tt)
+			v = ft == E->f64 ? LLVMBuildFPTrunc(b, v, tt, "")
+			                 : LLVMBuildFPExt(b, v, tt, "");
+		return round_dt(E, v, to);
+	}
+	if (is_float(from))
+		return intrin2(E, is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat", tt, v);
+	if (is_float(to)) {
+		LLVMTypeRef via = is_half(to) ? E->f64 : tt; /* exact for <= 53-bit ints */
+		v = is_signed(from) ? LLVMBuildSIToFP(b, v, via, "")
+		                    : LLVMBuildUIToFP(b, v, via, "");
+		return is_half(to) ? round_dt(E, to_f32_odd(E, v), to) : v;
+	}
+	/* integer (or bool) -> integer */
+	unsigned fw = LLVMGetIntTypeWidth(ctype(E, from)), tw = LLVMGetIntTypeWidth(tt);
+	if (fw > tw)
+		return LLVMBuildTrunc(b, v, tt, "");
+	if (fw < tw)
+		return is_signed(from) ? LLVMBuildSExt(b, v, tt, "") : LLVMBuildZExt(b, v, tt, "");
+	return v;
+}
+
+/* An index expression as i64 arithmetic (all values non-negative). */
+static LLVMValueRef
+emit_idx(Em *E, const LnIdx *x)
+{
+	LLVMValueRef r = NULL;
+
+	switch (x->kind) {
+	case LNI_CONST: return LLVMConstInt(E->i64, (unsigned long long)x->c, 0);
+	case LNI_VAR: KC_ASSERT(E->var[x->var]); return E->var[x->var];
+	case LNI_ADD: r = LLVMBuildAdd(E->b, emit_idx(E, x->a), emit_idx(E, x->b), ""); break;
+	case LNI_MUL:
+		r = LLVMBuildMul(E->b, emit_idx(E, x->a),
+		                 LLVMConstInt(E->i64, (unsigned long long)x->c, 0), "");
+		break;
+	case LNI_DIV:
+		return LLVMBuildUDiv(E->b, emit_idx(E, x->a),
+		                     LLVMConstInt(E->i64, (unsigned long long)x->c, 0), "");
+	case LNI_MOD:
+		return LLVMBuildURem(E->b, emit_idx(E, x->a),
+		                     LLVMConstInt(E->i64, (unsigned long long)x->c, 0), "");
+	}
+	if (!LLVMIsConstant(r)) {
+		LLVMSetNUW(r, 1);
+		LLVMSetNSW(r, 1);
+	}
+	return r;
+}
+
+/* Address of buf[idx]. */
+static LLVMValueRef
+elem_ptr(Em *E, int buf, const LnIdx *idx)
+{
+	LLVMValueRef i = emit_idx(E, idx);
+	return LLVMBuildInBoundsGEP2(E->b, stype(E, E->ln->bufs[buf].dtype), E->bufp[buf], &i, 1,
+	                             "");
+}
+
+/* Loads buf[idx] and widens it to its compute type. */
+static LLVMValueRef
+emit_load(Em *E, const LnExpr *e)
+{
+	KcDtype dt = E->ln->bufs[e->buf].dtype;
+	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), elem_ptr(E, e->buf, e->idx), "");
+
+	LLVMSetAlignment(v, (unsigned)kc_dtype_info[dt].bytes);
+	if (dt == KC_DT_BOOL)
+		return LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(E->i8, 0, 0), "");
+	if (dt == KC_DT_FLOAT16)
+		return math_f16_to_f32(E->b, v);
+	if (dt == KC_DT_BFLOAT16)
+		return math_bf16_to_f32(E->b, v);
+	return v;
+}
+
+/* Narrows v to the buffer dtype and stores it at buf[idx]. */
+static void
+emit_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v)
+{
+	KcDtype dt = E->ln->bufs[buf].dtype;
+	LLVMValueRef p = elem_ptr(E, buf, idx), st;
+
+	if (dt == KC_DT_BOOL)
+		v = LLVMBuildZExt(E->b, v, E->i8, "");
+	else if (dt == KC_DT_FLOAT16)
+		v = math_f32_to_f16(E->b, v);
+	else if (dt == KC_DT_BFLOAT16)
+		v = math_f32_to_bf16(E->b, v);
+	st = LLVMBuildStore(E->b, v, p);
+	LLVMSetAlignment(st, (unsigned)kc_dtype_info[dt].bytes);
+}
+
+/* NaN-propagating max/min (numpy maximum/minimum) and integer max/min. */
+static LLVMValueRef
+emit_maxmin(Em *E, bool max, KcDtype dt, LLVMValueRef a, LLVMValueRef c)
+{
+	LLVMBuilderRef b = E->b;
+
+	if (is_float(dt)) {
+		LLVMValueRef gt = LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, a, c, "");
+		LLVMValueRef r = LLVMBuildSelect(b, gt, a, c, "");
+		return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, a, a, ""), a, r, "");
+	}
+	LLVMIntPredicate p =
+	    is_signed(dt) ? (max ? LLVMIntSGT : LLVMIntSLT) : (max ? LLVMIntUGT : LLVMIntULT);
+	return LLVMBuildSelect(b, LLVMBuildICmp(b, p, a, c, ""), a, c, "");
+}
+
+/* Integer division truncating toward zero; x/0 = 0, INT_MIN/-1 wraps. */
+static LLVMValueRef
+emit_idiv(Em *E, KcDtype dt, LLVMValueRef a, LLVMValueRef c)
+{
+	LLVMBuilderRef b = E->b;
+	LLVMTypeRef t = ctype(E, dt);
+	LLVMValueRef zero = LLVMConstNull(t), one = LLVMConstInt(t, 1, 0);
+	LLVMValueRef isz = LLVMBuildICmp(b, LLVMIntEQ, c, zero, "");
+
+	if (!is_signed(dt)) {
+		LLVMValueRef q = LLVMBuildUDiv(b, a, LLVMBuildSelect(b, isz, one, c, ""), "");
+		return LLVMBuildSelect(b, isz, zero, q, "");
+	}
+	LLVMValueRef ism1 = LLVMBuildICmp(b, LLVMIntEQ, c, LLVMConstAllOnes(t), "");
+	LLVMValueRef bad = LLVMBuildOr(b, isz, ism1, "");
+	LLVMValueRef q = LLVMBuildSDiv(b, a, LLVMBuildSelect(b, bad, one, c, ""), "");
+	q = LLVMBuildSelect(b, ism1, LLVMBuildSub(b, zero, a, ""), q, "");
+	return LLVMBuildSelect(b, isz, zero, q, "");
+}
+
+/* A comparison on dtype dt: ordered float, signed or unsigned int. */
+static LLVMValueRef
+cmp(Em *E, KcDtype dt, LLVMRealPredicate fp, LLVMIntPredicate sp, LLVMIntPredicate up,
+    LLVMValueRef a, LLVMValueRef c)
+{
+	if (is_float(dt))
+		return LLVMBuildFCmp(E->b, fp, a, c, "");
+	return LLVMBuildICmp(E->b, is_signed(dt) ? sp : up, a, c, "");
+}
+
+static LLVMValueRef emit_expr(Em *E, const LnExpr *e);
+
+/* Refuses a float-only op on another dtype. */
+static LLVMValueRef
+float_only(Em *E, const LnExpr *e)
+{
+	kc_fail(E->err, KC_UNSUPPORTED_OP, "emit", "%s on %s is not supported",
+	        ir_op_info[e->op].name, kc_dtype_info[e->dtype].name);
+	return NULL;
+}
+
+/* One elementwise op on compute values a[] (result: e->dtype). */
+static LLVMValueRef
+emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
+{
+	LLVMBuilderRef b = E->b;
+	KcDtype dt = e->dtype;
+	KcDtype at = e->nargs ? e->args[0]->dtype : dt;
+	bool fl = is_float(dt), bo = dt == KC_DT_BOOL;
+	LLVMTypeRef ft = fl ? ctype(E, dt) : NULL;
+
+	switch (e->op) {
+	case IR_OP_ADD:
+		return fl   ? LLVMBuildFAdd(b, a[0], a[1], "")
+		       : bo ? LLVMBuildOr(b, a[0], a[1], "")
+		            : LLVMBuildAdd(b, a[0], a[1], "");
+	case IR_OP_SUB:
+		return fl   ? LLVMBuildFSub(b, a[0], a[1], "")
+		       : bo ? LLVMBuildXor(b, a[0], a[1], "")
+		            : LLVMBuildSub(b, a[0], a[1], "");
+	case IR_OP_MUL:
+		return fl   ? LLVMBuildFMul(b, a[0], a[1], "")
+		       : bo ? LLVMBuildAnd(b, a[0], a[1], "")
+		            : LLVMBuildMul(b, a[0], a[1], "");
+	case IR_OP_REAL_DIV:
+	case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : emit_idiv(E, dt, a[0], a[1]);
+	case IR_OP_MAXIMUM: return emit_maxmin(E, true, dt, a[0], a[1]);
+	case IR_OP_MINIMUM: return emit_maxmin(E, false, dt, a[0], a[1]);
+	case IR_OP_POW:
+		if (!fl)
+			return float_only(E, e);
+		if (ft == E->f32) { /* float32 pow in double: y log x amplifies errors */
+			LLVMValueRef x = LLVMBuildFPExt(b, a[0], E->f64, "");
+			LLVMValueRef y = LLVMBuildFPExt(b, a[1], E->f64, "");
+			return LLVMBuildFPTrunc(b, math_pow(b, x, y), E->f32, "");
+		}
+		return math_pow(b, a[0], a[1]);
+	case IR_OP_NEG:
+		return fl ? LLVMBuildFNeg(b, a[0], "") : bo ? a[0] : LLVMBuildNeg(b, a[0], "");
+	case IR_OP_ABS:
+		if (fl)
+			return math_intrinsic(b, "llvm.fabs", a, 1);
+		if (!is_signed(dt))
+			return a[0];
+		return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, a[0], zero_of(E, dt), ""),
+		                       LLVMBuildNeg(b, a[0], ""), a[0], "");
+	case IR_OP_EXP: return fl ? math_exp(b, a[0]) : float_only(E, e);
+	case IR_OP_LOG: return fl ? math_log(b, a[0]) : float_only(E, e);
+	case IR_OP_TANH: return fl ? math_tanh(b, a[0]) : float_only(E, e);
+	case IR_OP_ERF: return fl ? math_erf(b, a[0]) : float_only(E, e);
+	case IR_OP_SQRT: return fl ? math_intrinsic(b, "llvm.sqrt", a, 1) : float_only(E, e);
+	case IR_OP_RSQRT:
+		if (!fl)
+			return float_only(E, e);
+		return LLVMBuildFDiv(b, LLVMConstReal(ft, 1), math_intrinsic(b, "llvm.sqrt", a, 1),
+		                     "");
+	case IR_OP_RECIPROCAL:
+		return fl ? LLVMBuildFDiv(b, LLVMConstReal(ft, 1), a[0], "") : float_only(E, e);
+	case IR_OP_SQUARE:
+		return fl   ? LLVMBuildFMul(b, a[0], a[0], "")
+		       : bo ? a[0]
+		            : LLVMBuildMul(b, a[0], a[0], "");
+	case IR_OP_FLOOR: return fl ? math_intrinsic(b, "llvm.floor", a, 1) : a[0];
+	case IR_OP_ROUND: /* half away from zero */
+		return fl ? math_intrinsic(b, "llvm.round", a, 1) : a[0];
+	case IR_OP_SIGN:
+		if (fl) {
+			LLVMValueRef one = LLVMConstReal(ft, 1), m1 = LLVMConstReal(ft, -1);
+			LLVMValueRef r = LLVMBuildSelect(
+			    b, LLVMBuildFCmp(b, LLVMRealOLT, a[0], LLVMConstReal(ft, 0), ""), m1,
+			    a[0], "");
+			return LLVMBuildSelect(
+			    b, LLVMBuildFCmp(b, LLVMRealOGT, a[0], LLVMConstReal(ft, 0), ""), one,
+			    r, "");
+		}
+		if (!is_signed(dt))
+			return LLVMBuildZExt(b,
+			                     LLVMBuildICmp(b, LLVMIntNE, a[0], zero_of(E, dt), ""),
+			                     ctype(E, dt), "");
+		{
+			LLVMTypeRef t = ctype(E, dt);
+			LLVMValueRef pos = LLVMBuildZExt(
+			    b, LLVMBuildICmp(b, LLVMIntSGT, a[0], zero_of(E, dt), ""), t, "");
+			LLVMValueRef neg = LLVMBuildZExt(
+			    b, LLVMBuildICmp(b, LLVMIntSLT, a[0], zero_of(E, dt), ""), t, "");
+			return LLVMBuildSub(b, pos, neg, "");
+		}
+	case IR_OP_GREATER: return cmp(E, at, LLVMRealOGT, LLVMIntSGT, LLVMIntUGT, a[0], a[1]);
+	case IR_OP_GREATER_EQUAL:
+		return cmp(E, at, LLVMRealOGE, LLVMIntSGE, LLVMIntUGE, a[0], a[1]);
+	case IR_OP_LESS: return cmp(E, at, LLVMRealOLT, LLVMIntSLT, LLVMIntULT, a[0], a[1]);
+	case IR_OP_LESS_EQUAL: return cmp(E, at, LLVMRealOLE, LLVMIntSLE, LLVMIntULE, a[0], a[1]);
+	case IR_OP_EQUAL: return cmp(E, at, LLVMRealOEQ, LLVMIntEQ, LLVMIntEQ, a[0], a[1]);
+	case IR_OP_NOT_EQUAL: return cmp(E, at, LLVMRealUNE, LLVMIntNE, LLVMIntNE, a[0], a[1]);
+	case IR_OP_LOGICAL_AND: return LLVMBuildAnd(b, a[0], a[1], "");
+	case IR_OP_LOGICAL_OR: return LLVMBuildOr(b, a[0], a[1], "");
+	case IR_OP_LOGICAL_NOT: return LLVMBuildNot(b, a[0], "");
+	case IR_OP_IS_NAN:
+		if (!is_float(at))
+			return LLVMConstInt(E->i1, 0, 0);
+		return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");
+	case IR_OP_IS_INF:
+	case IR_OP_IS_FINITE:
+		if (!is_float(at))
+			return LLVMConstInt(E->i1, e->op == IR_OP_IS_FINITE, 0);
+		{
+			LLVMValueRef ab = math_intrinsic(b, "llvm.fabs", a, 1);
+			LLVMValueRef inf = LLVMConstReal(LLVMTypeOf(ab), 1.0 / 0.0);
+			return LLVMBuildFCmp(b, e->op == IR_OP_IS_INF ? LLVMRealOEQ : LLVMRealOLT,
+			                     ab, inf, "");
+		}
+	case IR_OP_SELECT: return LLVMBuildSelect(b, a[0], a[1], a[2], "");
+	case IR_OP_CAST: return cast(E, a[0], at, dt);
+	case IR_OP_BROADCAST_TO:
+	case IR_OP_RESHAPE:
+	case IR_OP_COUNT: break;
+	}
+	KC_ASSERT(!"layout op in a loop body");
+	return NULL;
+}
+
+/* Emits e once per innermost body (memoised by id). */
+static LLVMValueRef
+emit_expr(Em *E, const LnExpr *e)
+{
+	LLVMValueRef v = NULL, a[3];
+
+	if (E->memo[e->id])
+		return E->memo[e->id];
+	switch (e->kind) {
+	case LNE_CONST:
+		if (is_float(e->dtype))
+			v = LLVMConstReal(ctype(E, e->dtype), e->fval);
+		else
+			v = LLVMConstInt(ctype(E, e->dtype), (unsigned long long)e->ival, 1);
+		break;
+	case LNE_LOAD: v = emit_load(E, e); break;
+	case LNE_OP:
+		for (int i = 0; i < e->nargs; i++)
+			if (!(a[i] = emit_expr(E, e->args[i])))
+				return NULL;
+		v = emit_op(E, e, a);
+		if (v && e->op != IR_OP_CAST)
+			v = round_dt(E, v, e->dtype);
+		break;
+	}
+	E->memo[e->id] = v;
+	return v;
+}
+
+/* !llvm.loop !{self, vectorize.enable, vectorize.width, interleave.count} */
+static void
+loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)
+{
+	LLVMMetadataRef ops[4], tmp, node;
+	int n = 1;
+
+	if (!(lp->kind & (LNL_VECTORIZED | LNL_UNROLLED)))
+		return;
+	tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
+	ops[0] = tmp;
+	if (lp->kind & LNL_VECTORIZED) {
+		LLVMMetadataRef en[2] = {
+		    LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
+		    LLVMValueAsMetadata(LLVMConstInt(E->i1, lp->width > 1, 0))};
+		LLVMMetadataRef wd[2] = {
+		    LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.width", 25),
+		    LLVMValueAsMetadata(LLVMConstInt(E->i32, (unsigned)lp->width, 0))};
+		ops[n++] = LLVMMDNodeInContext2(E->ctx, en, 2);
+		ops[n++] = LLVMMDNodeInContext2(E->ctx, wd, 2);
+	}
+	{
+		LLVMMetadataRef il[2] = {
+		    LLVMMDStringInContext2(E->ctx, "llvm.loop.interleave.count", 26),
+		    LLVMValueAsMetadata(LLVMConstInt(
+		        E->i32, (lp->kind & LNL_UNROLLED) ? (unsigned)lp->unroll : 1, 0))};
+		ops[n++] = LLVMMDNodeInContext2(E->ctx, il, 2);
+	}
+	node = LLVMMDNodeInContext2(E->ctx, ops, (size_t)n);
+	LLVMMetadataReplaceAllUsesWith(tmp, node);
+	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(E->ctx, "llvm.loop", 9),
+	                LLVMMetadataAsValue(E->ctx, node));
+}
+
+/* Emits loops[level..] around the stores; the parallel loop runs [lo, hi). */
+static bool
+emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi)
+{
+	const LnLoop *lp;
+	LLVMBasicBlockRef pre, header, exit;
+	LLVMValueRef start, end, phi, next, br;
+
+	if (level == st->nloops) {
+		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+		for (int i = 0; i < st->nstores; i++) {
+			LLVMValueRef v = emit_expr(E, st->stores[i].value);
+			if (!v)
+				return false;
+			emit_store(E, st->stores[i].buf, st->stores[i].idx, v);
+		}
+		return true;
+	}
+	lp = &st->loops[level];
+	bool par = (lp->kind & LNL_PARALLEL) != 0;
+	start = par ? lo : LLVMConstInt(E->i64, 0, 0);
+	end = par ? hi : LLVMConstInt(E->i64, (unsigned long long)lp->extent, 0);
+	pre = LLVMGetInsertBlock(E->b);
+	header = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "loop");
+	exit = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "exit");
+	if (par)
+		LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, start, end, ""), header,
+		                exit);
+	else
+		LLVMBuildBr(E->b, header);
+	LLVMPositionBuilderAtEnd(E->b, header);
+	phi = LLVMBuildPhi(E->b, E->i64, "");
+	LLVMAddIncoming(phi, &start, &pre, 1);
+	E->var[lp->var] = phi;
+	if (!emit_loops(E, st, level + 1, lo, hi))
+		return false;
+	next = LLVMBuildAdd(E->b, phi, LLVMConstInt(E->i64, 1, 0), "");
+	LLVMSetNUW(next, 1);
+	LLVMSetNSW(next, 1);
+	br = LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, next, end, ""), header, exit);
+	loop_md(E, br, lp);
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(E->b);
+	LLVMAddIncoming(phi, &next, &latch, 1);
+	LLVMPositionBuilderAtEnd(E->b, exit);
+	E->var[lp->var] = NULL;
+	return true;
+}
+
+/* Adds the enum attribute `name` at index idx of fn. */
+static void
+add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name)
+{
+	unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+	KC_ASSERT(kind != 0);
+	LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(E->ctx, kind, 0));
+}
+
+/* The per-stage body function (buffers noalias; lo, hi of the parallel loop). */
+static LLVMValueRef
+emit_body(Em *E, const LnStage *st, const char *symbol)
+{
+	int nb = E->ln->nbufs;
+	LLVMTypeRef *params = ARENA_ARRAY(E->ln->arena, LLVMTypeRef, nb + 2);
+	char name[256];
+
+	for (int i = 0; i < nb; i++)
+		params[i] = E->ptr;
+	params[nb] = E->i64;
+	params[nb + 1] = E->i64;
+	snprintf(name, sizeof name, "%s.%s.body", symbol, st->name);
+	LLVMValueRef fn =
+	    LLVMAddFunction(E->mod, name, LLVMFunctionType(E->vd, params, (unsigned)nb + 2, 0));
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	add_attr(E, fn, LLVMAttributeFunctionIndex, "nounwind");
+	for (int i = 0; i < nb; i++) {
+		add_attr(E, fn, (unsigned)i + 1, "noalias");
+		add_attr(E, fn, (unsigned)i + 1, "nocapture");
+		E->bufp[i] = LLVMGetParam(fn, (unsigned)i);
+	}
+	E->fn = fn;
+	LLVMPositionBuilderAtEnd(E->b, LLVMAppendBasicBlockInContext(E->ctx, fn, "entry"));
+	if (!emit_loops(E, st, 0, LLVMGetParam(fn, (unsigned)nb),
+	                LLVMGetParam(fn, (unsigned)nb + 1)))
+		return NULL;
+	LLVMBuildRetVoid(E->b);
+	return fn;
+}
+
+/* i32 (ptr closure, i64 task, i64 ntasks): KcsTaskFn. */
+static LLVMTypeRef
+task_type(Em *E)
+{
+	LLVMTypeRef p[3] = {E->ptr, E->i64, E->i64};
+	return LLVMFunctionType(E->i32, p, 3, 0);
+}
+
+/* The loop whose range tasks share (0 when none is parallel: unused). */
+static int
+par_loop(const LnStage *st)
+{
+	for (int l = 0; l < st->nloops; l++)
+		if (st->loops[l].kind & LNL_PARALLEL)
+			return l;
+	return 0;
+}
+
+/* The per-stage task: task t of n runs its share of the parallel loop. */
+static LLVMValueRef
+emit_task(Em *E, const LnStage *st, LLVMValueRef body, const char *symbol)
+{
+	int nb = E->ln->nbufs;
+	LLVMValueRef *args = ARENA_ARRAY(E->ln->arena, LLVMValueRef, nb + 2);
+	char name[256];
+	LLVMBuilderRef b = E->b;
+	int p = par_loop(st);
+	int64_t e0 = st->loops[p].extent;
+
+	snprintf(name, sizeof name, "%s.%s.task", symbol, st->name);
+	LLVMValueRef fn = LLVMAddFunction(E->mod, name, task_type(E));
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	add_attr(E, fn, LLVMAttributeFunctionIndex, "nounwind");
+	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(E->ctx, fn, "entry"));
+	LLVMValueRef clo = LLVMGetParam(fn, 0), t = LLVMGetParam(fn, 1), n = LLVMGetParam(fn, 2);
+	for (int i = 0; i < nb; i++) {
+		LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
+		LLVMValueRef slot = LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, "");
+		args[i] = LLVMBuildLoad2(b, E->ptr, slot, "");
+	}
+	LLVMValueRef E0 = LLVMConstInt(E->i64, (unsigned long long)e0, 0);
+	LLVMValueRef t1 = LLVMBuildAdd(b, t, LLVMConstInt(E->i64, 1, 0), "");
+	LLVMValueRef lo = LLVMBuildSDiv(b, LLVMBuildMul(b, t, E0, ""), n, "");
+	LLVMValueRef hi = LLVMBuildSDiv(b, LLVMBuildMul(b, t1, E0, ""), n, "");
+	if (p == st->nloops - 1) { /* keep task boundaries vector-aligned */
+		LLVMValueRef mask = LLVMConstInt(E->i64, ~(unsigned long long)(CHUNK_ALIGN - 1), 1);
+		lo = LLVMBuildAnd(b, lo, mask, "");
+		hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, t1, n, ""), E0,
+		                     LLVMBuildAnd(b, hi, mask, ""), "");
+	}
+	args[nb] = lo;
+	args[nb + 1] = hi;
+	LLVMBuildCall2(b, LLVMGlobalGetValueType(body), body, args, (unsigned)nb + 2, "");
+	LLVMBuildRet(b, LLVMConstInt(E->i32, 0, 0));
+	return fn;
+}
+
+/* Loads a KcsRuntime field at byte offset off. */
+static LLVMValueRef
+rt_field(Em *E, LLVMValueRef rt, int off, LLVMTypeRef t)
+{
+	LLVMValueRef o = LLVMConstInt(E->i64, (unsigned long long)off, 0);
+	LLVMValueRef p = LLVMBuildInBoundsGEP2(E->b, E->i8, rt, &o, 1, "");
+	return LLVMBuildLoad2(E->b, t, p, "");
+}
+
+KcStatus
+emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *err)
+{
+	Em E0 = {0}, *E = &E0;
+	LLVMValueRef *tasks;
+	KcStatus st = KC_OK;
+
+	E->ln = ln;
+	E->mod = mod;
+	E->ctx = LLVMGetModuleContext(mod);
+	E->err = err;
+	E->b = LLVMCreateBuilderInContext(E->ctx);
+	E->i1 = LLVMInt1TypeInContext(E->ctx);
+	E->i8 = LLVMInt8TypeInContext(E->ctx);
+	E->i16 = LLVMInt16TypeInContext(E->ctx);
+	E->i32 = LLVMInt32TypeInContext(E->ctx);
+	E->i64 = LLVMInt64TypeInContext(E->ctx);
+	E->f32 = LLVMFloatTypeInContext(E->ctx);
+	E->f64 = LLVMDoubleTypeInContext(E->ctx);
+	E->ptr = LLVMPointerTypeInContext(E->ctx, 0);
+	E->vd = LLVMVoidTypeInContext(E->ctx);
+	E->bufp = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nbufs + 1);
+	E->var = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nvars + 1);
+	E->memo = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nexprs + 1);
+	tasks = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nstages + 1);
+
+	for (int s = 0; s < ln->nstages; s++) {
+		const LnStage *sg = &ln->stages[s];
+		bool empty = false;
+		for (int l = 0; l < sg->nloops; l++)
+			empty |= sg->loops[l].extent == 0;
+		if (empty) { /* zero elements: no code (inner loops assume trips) */
+			tasks[s] = NULL;
+			continue;
+		}
+		LLVMValueRef body = emit_body(E, sg, symbol);
+		if (!body) {
+			st = err->status ? err->status
+			                 : kc_fail(err, KC_CODEGEN, "emit", "stage failed");
+			goto done;
+		}
+		tasks[s] = emit_task(E, sg, body, symbol);
+	}
+
+	/* the exported entry */
+	LLVMTypeRef ep[3] = {E->ptr, E->ptr, E->ptr};
+	LLVMValueRef fn = LLVMAddFunction(mod, symbol, LLVMFunctionType(E->i32, ep, 3, 0));
+	LLVMBuilderRef b = E->b;
+	add_attr(E, fn, LLVMAttributeFunctionIndex, "nounwind");
+	E->fn = fn;
+	LLVMValueRef rt = LLVMGetParam(fn, 0), args = LLVMGetParam(fn, 1);
+	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(E->ctx, fn, "entry");
+	LLVMBasicBlockRef hasrt = LLVMAppendBasicBlockInContext(E->ctx, fn, "rt");
+	LLVMBasicBlockRef badv = LLVMAppendBasicBlockInContext(E->ctx, fn, "bad_version");
+	LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(E->ctx, fn, "run");
+	LLVMPositionBuilderAtEnd(b, entry);
+	LLVMValueRef clo = LLVMBuildArrayAlloca(
+	    b, E->ptr, LLVMConstInt(E->i32, (unsigned)ln->nbufs + 1, 0), "closure");
+	for (int i = 0; i < ln->nbufs; i++) {
+		LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)ln->bufs[i].arg, 0);
+		LLVMValueRef p = LLVMBuildLoad2(
+		    b, E->ptr, LLVMBuildInBoundsGEP2(b, E->ptr, args, &idx, 1, ""), "");
+		idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
+		LLVMBuildStore(b, p, LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, ""));
+	}
+	LLVMBuildCondBr(b, LLVMBuildIsNull(b, rt, ""), run, hasrt);
+	LLVMPositionBuilderAtEnd(b, hasrt);
+	LLVMValueRef ver = rt_field(E, rt, RT_VERSION, E->i32);
+	LLVMValueRef nth_rt = rt_field(E, rt, RT_NUM_THREADS, E->i64);
+	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, ver, LLVMConstInt(E->i32, 1, 0), ""), run,
+	                badv);
+	LLVMPositionBuilderAtEnd(b, badv);
+	LLVMBuildRet(b,
+	             LLVMConstInt(E->i32, (unsigned long long)-1, 1)); /* unknown runtime version */
+	LLVMPositionBuilderAtEnd(b, run);
+	LLVMValueRef nth = LLVMBuildPhi(b, E->i64, "nthreads");
+	LLVMValueRef one = LLVMConstInt(E->i64, 1, 0);
+	LLVMAddIncoming(nth, &one, &entry, 1);
+	LLVMAddIncoming(nth, &nth_rt, &hasrt, 1);
+	nth = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, nth, one, ""), one, nth, "");
+
+	LLVMTypeRef pf_args[4] = {E->ptr, E->ptr, E->ptr, E->i64};
+	LLVMTypeRef pf_ty = LLVMFunctionType(E->i32, pf_args, 4, 0);
+	for (int s = 0; s < ln->nstages; s++) {
+		const LnStage *sg = &ln->stages[s];
+		int64_t total = 1, maxt;
+		for (int l = 0; l < sg->nloops; l++)
+			total *= sg->loops[l].extent;
+		if (total == 0 || !tasks[s])
+			continue;
+		maxt = total / (sg->grain > 0 ? sg->grain : 1);
+		int p = par_loop(sg);
+		if (!(sg->loops[p].kind & LNL_PARALLEL))
+			maxt = 1;
+		if (maxt > sg->loops[p].extent)
+			maxt = sg->loops[p].extent;
+		if (maxt < 1)
+			maxt = 1;
+		LLVMValueRef mt = LLVMConstInt(E->i64, (unsigned long long)maxt, 0);
+		LLVMValueRef nt =
+		    LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, nth, mt, ""), nth, mt, "");
+		LLVMBasicBlockRef par = LLVMAppendBasicBlockInContext(E->ctx, fn, "par");
+		LLVMBasicBlockRef ser = LLVMAppendBasicBlockInContext(E->ctx, fn, "ser");
+		LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->ctx, fn, "join");
+		LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(E->ctx, fn, "fail");
+		LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(E->ctx, fn, "next");
+		LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, nt, one, ""), par, ser);
+		LLVMPositionBuilderAtEnd(b, par);
+		LLVMValueRef pf = rt_field(E, rt, RT_PARALLEL_FOR, E->ptr);
+		LLVMValueRef cx = rt_field(E, rt, RT_CTX, E->ptr);
+		LLVMValueRef pa[4] = {cx, tasks[s], clo, nt};
+		LLVMValueRef r1 = LLVMBuildCall2(b, pf_ty, pf, pa, 4, "");
+		LLVMBuildBr(b, join);
+		LLVMPositionBuilderAtEnd(b, ser);
+		LLVMValueRef sa[3] = {clo, LLVMConstInt(E->i64, 0, 0), one};
+		LLVMValueRef r2 = LLVMBuildCall2(b, task_type(E), tasks[s], sa, 3, "");
+		LLVMBuildBr(b, join);
+		LLVMPositionBuilderAtEnd(b, join);
+		LLVMValueRef r = LLVMBuildPhi(b, E->i32, "");
+		LLVMAddIncoming(r, &r1, &par, 1);
+		LLVMAddIncoming(r, &r2, &ser, 1);
+		LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, r, LLVMConstInt(E->i32, 0, 0), ""),
+		                fail, next);
+		LLVMPositionBuilderAtEnd(b, fail);
+		LLVMBuildRet(b, r);
+		LLVMPositionBuilderAtEnd(b, next);
+	}
+	LLVMBuildRet(b, LLVMConstInt(E->i32, 0, 0));
+done:
+	LLVMDisposeBuilder(E->b);
+	return st;
+}

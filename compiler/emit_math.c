@@ -1,0 +1,351 @@
+/* emit_math.c - transcendental functions and half/bfloat16 conversions as
+ * straight-line LLVM IR, so the loop vectoriser can widen them and the
+ * object needs no libm or compiler-rt helper.
+ *
+ * Every function is branch-free (special cases are `select`s) and generic
+ * over float/double: the type of the argument picks the constants.
+ *   exp   Cody-Waite reduction x = n ln2 + r, Taylor polynomial in r,
+ *         2^n applied as two exact power-of-two products (subnormals work)
+ *   log   x = m 2^e, m in [sqrt(1/2), sqrt(2)), atanh series in s=(m-1)/(m+1)
+ *   tanh  expm1(2|x|) (Taylor below 0.5, exp-1 above) / (expm1 + 2)
+ *   erf   float32: Taylor series below 0.5, Abramowitz-Stegun 7.1.26 above
+ *         (absolute error 1.5e-7); float64: a positive-term series below
+ *         2.5, the erfc continued fraction above (~1e-15 relative)
+ *   pow   exp(y log|x|) with numpy's special cases
+ * Half conversions follow F. Giesen's branch-free RNE algorithms.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "loopnest.h"
+
+typedef struct M {
+	LLVMBuilderRef b;
+	LLVMTypeRef ft, it; /* float type and the same-width integer type */
+	bool dbl;
+} M;
+
+static M
+mk(LLVMBuilderRef b, LLVMValueRef x)
+{
+	M m;
+	LLVMTypeRef t = LLVMTypeOf(x);
+	LLVMContextRef c = LLVMGetTypeContext(t);
+	m.b = b;
+	m.ft = t;
+	m.dbl = LLVMGetTypeKind(t) == LLVMDoubleTypeKind;
+	m.it = m.dbl ? LLVMInt64TypeInContext(c) : LLVMInt32TypeInContext(c);
+	return m;
+}
+
+static LLVMValueRef
+fc(M *m, double v)
+{
+	return LLVMConstReal(m->ft, v);
+}
+
+static LLVMValueRef
+ic(M *m, int64_t v)
+{
+	return LLVMConstInt(m->it, (unsigned long long)v, 1);
+}
+
+#define ADD(a, c) LLVMBuildFAdd(m->b, (a), (c), "")
+#define SUB(a, c) LLVMBuildFSub(m->b, (a), (c), "")
+#define MUL(a, c) LLVMBuildFMul(m->b, (a), (c), "")
+#define DIV(a, c) LLVMBuildFDiv(m->b, (a), (c), "")
+#define SEL(p, a, c) LLVMBuildSelect(m->b, (p), (a), (c), "")
+#define FCMP(op, a, c) LLVMBuildFCmp(m->b, (op), (a), (c), "")
+#define ICMP(op, a, c) LLVMBuildICmp(m->b, (op), (a), (c), "")
+#define AS_INT(a) LLVMBuildBitCast(m->b, (a), m->it, "")
+#define AS_FLT(a) LLVMBuildBitCast(m->b, (a), m->ft, "")
+
+LLVMValueRef
+math_intrinsic(LLVMBuilderRef b, const char *name, LLVMValueRef *args, int n)
+{
+	LLVMTypeRef t = LLVMTypeOf(args[0]);
+	LLVMModuleRef mod = LLVMGetGlobalParent(LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)));
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	KC_ASSERT(id != 0);
+	LLVMValueRef fn = LLVMGetIntrinsicDeclaration(mod, id, &t, 1);
+	LLVMTypeRef fty = LLVMIntrinsicGetType(LLVMGetTypeContext(t), id, &t, 1);
+	return LLVMBuildCall2(b, fty, fn, args, (unsigned)n, "");
+}
+
+static LLVMValueRef
+fabs_(M *m, LLVMValueRef x)
+{
+	return math_intrinsic(m->b, "llvm.fabs", &x, 1);
+}
+
+static LLVMValueRef
+copysign_(M *m, LLVMValueRef mag, LLVMValueRef sgn)
+{
+	LLVMValueRef a[2] = {mag, sgn};
+	return math_intrinsic(m->b, "llvm.copysign", a, 2);
+}
+
+static LLVMValueRef
+floor_(M *m, LLVMValueRef x)
+{
+	return math_intrinsic(m->b, "llvm.floor", &x, 1);
+}
+
+/* Horner: c[0] + x*(c[1] + x*(... c[n-1])) */
+static LLVMValueRef
+horner(M *m, LLVMValueRef x, const double *c, int n)
+{
+	LLVMValueRef acc = fc(m, c[n - 1]);
+	for (int i = n - 2; i >= 0; i--)
+		acc = ADD(MUL(acc, x), fc(m, c[i]));
+	return acc;
+}
+
+/* 2^n for an integer n of the float's width, n within the normal range. */
+static LLVMValueRef
+pow2i(M *m, LLVMValueRef n)
+{
+	int mant = m->dbl ? 52 : 23, bias = m->dbl ? 1023 : 127;
+	LLVMValueRef e = LLVMBuildAdd(m->b, n, ic(m, bias), "");
+	return AS_FLT(LLVMBuildShl(m->b, e, ic(m, mant), ""));
+}
+
+LLVMValueRef
+math_exp(LLVMBuilderRef b, LLVMValueRef x)
+{
+	M mm = mk(b, x), *m = &mm;
+	double hi = m->dbl ? 709.782712893384 : 88.72283935546875;
+	double lo = m->dbl ? -745.1332191019412 : -103.97208404541016;
+	double ln2hi = m->dbl ? 6.93147180369123816490e-01 : 0.693145751953125;
+	double ln2lo = m->dbl ? 1.90821492927058770002e-10 : 1.42860682030941723212e-06;
+	double shifter = m->dbl ? 6755399441055744.0 : 12582912.0; /* 1.5 * 2^52, 1.5 * 2^23 */
+	double c[18];
+	int deg = m->dbl ? 13 : 7;
+
+	c[0] = 1;
+	for (int i = 1; i <= deg; i++)
+		c[i] = c[i - 1] / i;
+	/* clamp so the reduction stays in range; the selects below fix the ends */
+	LLVMValueRef xc = SEL(FCMP(LLVMRealOGT, x, fc(m, hi + 1)), fc(m, hi + 1), x);
+	xc = SEL(FCMP(LLVMRealOLT, xc, fc(m, lo - 1)), fc(m, lo - 1), xc);
+	xc = SEL(FCMP(LLVMRealUNO, x, x), fc(m, 0), xc);
+	LLVMValueRef t = ADD(MUL(xc, fc(m, 1.4426950408889634)), fc(m, shifter));
+	LLVMValueRef n = SUB(t, fc(m, shifter)); /* round(x / ln2) */
+	LLVMValueRef r = SUB(xc, MUL(n, fc(m, ln2hi)));
+	r = SUB(r, MUL(n, fc(m, ln2lo)));
+	LLVMValueRef p = horner(m, r, c, deg + 1);
+	LLVMValueRef ni = LLVMBuildFPToSI(b, n, m->it, "");
+	LLVMValueRef n1 = LLVMBuildAShr(b, ni, ic(m, 1), "");
+	LLVMValueRef n2 = LLVMBuildSub(b, ni, n1, "");
+	LLVMValueRef res = MUL(MUL(p, pow2i(m, n1)), pow2i(m, n2));
+	res = SEL(FCMP(LLVMRealOGT, x, fc(m, hi)), fc(m, INFINITY), res);
+	res = SEL(FCMP(LLVMRealOLT, x, fc(m, lo)), fc(m, 0), res);
+	return SEL(FCMP(LLVMRealUNO, x, x), x, res);
+}
+
+LLVMValueRef
+math_log(LLVMBuilderRef b, LLVMValueRef x)
+{
+	M mm = mk(b, x), *m = &mm;
+	int mant = m->dbl ? 52 : 23, bias = m->dbl ? 1023 : 127;
+	double minnorm = m->dbl ? 2.2250738585072014e-308 : 1.17549435e-38;
+	int64_t expmask = m->dbl ? 0x7ff : 0xff;
+	int64_t mantmask = m->dbl ? INT64_C(0xfffffffffffff) : 0x7fffff;
+	int64_t one = m->dbl ? INT64_C(0x3ff0000000000000) : 0x3f800000;
+	double ln2hi = m->dbl ? 6.93147180369123816490e-01 : 0.693145751953125;
+	double ln2lo = m->dbl ? 1.90821492927058770002e-10 : 1.42860682030941723212e-06;
+	double c[12];
+	int nterms = m->dbl ? 11 : 6;
+
+	for (int i = 0; i < nterms; i++)
+		c[i] = 2.0 / (2 * i + 1); /* log m = 2 atanh s = 2 (s + s^3/3 + ...) */
+	LLVMValueRef sub = FCMP(LLVMRealOLT, x, fc(m, minnorm));
+	LLVMValueRef xs = SEL(sub, MUL(x, fc(m, m->dbl ? 4503599627370496.0 : 8388608.0)), x);
+	LLVMValueRef bits = AS_INT(xs);
+	LLVMValueRef e =
+	    LLVMBuildAnd(b, LLVMBuildLShr(b, bits, ic(m, mant), ""), ic(m, expmask), "");
+	e = LLVMBuildSub(b, e, ic(m, bias), "");
+	e = SEL(sub, LLVMBuildSub(b, e, ic(m, mant), ""), e);
+	LLVMValueRef mv =
+	    AS_FLT(LLVMBuildOr(b, LLVMBuildAnd(b, bits, ic(m, mantmask), ""), ic(m, one), ""));
+	LLVMValueRef big = FCMP(LLVMRealOGT, mv, fc(m, 1.4142135623730951));
+	mv = SEL(big, MUL(mv, fc(m, 0.5)), mv);
+	e = SEL(big, LLVMBuildAdd(b, e, ic(m, 1), ""), e);
+	LLVMValueRef s = DIV(SUB(mv, fc(m, 1)), ADD(mv, fc(m, 1)));
+	LLVMValueRef z = MUL(s, s);
+	LLVMValueRef lm = MUL(s, horner(m, z, c, nterms));
+	LLVMValueRef ef = LLVMBuildSIToFP(b, e, m->ft, "");
+	LLVMValueRef res = ADD(MUL(ef, fc(m, ln2hi)), ADD(lm, MUL(ef, fc(m, ln2lo))));
+	res = SEL(FCMP(LLVMRealOEQ, x, fc(m, INFINITY)), x, res);
+	res = SEL(FCMP(LLVMRealOEQ, x, fc(m, 0)), fc(m, -INFINITY), res);
+	res = SEL(FCMP(LLVMRealOLT, x, fc(m, 0)), fc(m, NAN), res);
+	return SEL(FCMP(LLVMRealUNO, x, x), x, res);
+}
+
+LLVMValueRef
+math_tanh(LLVMBuilderRef b, LLVMValueRef x)
+{
+	M mm = mk(b, x), *m = &mm;
+	double c[20];
+	int deg = m->dbl ? 17 : 9;
+
+	/* expm1(u) = u * (1 + u/2 + u^2/6 + ...) */
+	c[0] = 1;
+	for (int i = 1; i < deg; i++)
+		c[i] = c[i - 1] / (i + 1);
+	LLVMValueRef ax = fabs_(m, x);
+	LLVMValueRef u = MUL(ax, fc(m, 2));
+	LLVMValueRef small = MUL(u, horner(m, u, c, deg));
+	LLVMValueRef big = SUB(math_exp(b, u), fc(m, 1));
+	LLVMValueRef em = SEL(FCMP(LLVMRealOLT, u, fc(m, 0.5)), small, big);
+	LLVMValueRef t = DIV(em, ADD(em, fc(m, 2)));
+	t = SEL(FCMP(LLVMRealOGT, ax, fc(m, m->dbl ? 20.0 : 9.5)), fc(m, 1), t);
+	return copysign_(m, t, x);
+}
+
+/* float64: erf x = 2/sqrt(pi) e^-x^2 sum 2^n x^(2n+1) / (1.3...(2n+1)) (no
+ * cancellation: all terms positive) below 2.5; above, erfc by its
+ * continued fraction x + (1/2)/(x + 1/(x + (3/2)/(x + ...))), 40 levels. */
+static LLVMValueRef
+erf64(M *m, LLVMValueRef ax, LLVMValueRef ez)
+{
+	double a[50];
+	a[0] = 1;
+	for (int n = 1; n < 50; n++)
+		a[n] = a[n - 1] * 2.0 / (2 * n + 1);
+	LLVMValueRef z = MUL(ax, ax);
+	LLVMValueRef ser = MUL(MUL(fc(m, 1.1283791670955126), ez), MUL(ax, horner(m, z, a, 50)));
+	LLVMValueRef t = ax;
+	for (int k = 40; k >= 1; k--)
+		t = ADD(ax, DIV(fc(m, k / 2.0), t));
+	LLVMValueRef erfc = DIV(ez, MUL(fc(m, 1.7724538509055160), t));
+	LLVMValueRef big = SUB(fc(m, 1), erfc);
+	big = SEL(FCMP(LLVMRealOGT, ax, fc(m, 6.5)), fc(m, 1), big);
+	return SEL(FCMP(LLVMRealOLT, ax, fc(m, 2.5)), ser, big);
+}
+
+LLVMValueRef
+math_erf(LLVMBuilderRef b, LLVMValueRef x)
+{
+	M mm = mk(b, x), *m = &mm;
+	static const double as[5] = {0.254829592, -0.284496736, 1.421413741, -1.453152027,
+	                             1.061405429};
+	double c[13];
+	double fact = 1;
+
+	LLVMValueRef ax = fabs_(m, x);
+	LLVMValueRef z = MUL(ax, ax);
+	LLVMValueRef ez = math_exp(b, LLVMBuildFNeg(b, z, ""));
+	if (m->dbl)
+		return copysign_(m, erf64(m, ax, ez), x);
+	/* float32: erf x = 2/sqrt(pi) x sum (-1)^n x^2n / (n! (2n+1)) below 0.5 */
+	for (int n = 0; n < 13; n++) {
+		if (n)
+			fact *= n;
+		c[n] = (n % 2 ? -1.0 : 1.0) * 1.1283791670955126 / (fact * (2 * n + 1));
+	}
+	LLVMValueRef small = MUL(ax, horner(m, z, c, 13));
+	LLVMValueRef t = DIV(fc(m, 1), ADD(fc(m, 1), MUL(ax, fc(m, 0.3275911))));
+	LLVMValueRef poly = MUL(t, horner(m, t, as, 5));
+	LLVMValueRef big = SUB(fc(m, 1), MUL(poly, ez));
+	LLVMValueRef res = SEL(FCMP(LLVMRealOLT, ax, fc(m, 0.5)), small, big);
+	return copysign_(m, res, x);
+}
+
+LLVMValueRef
+math_pow(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+	M mm = mk(b, x), *m = &mm;
+	LLVMValueRef ax = fabs_(m, x);
+	LLVMValueRef r = math_exp(b, MUL(y, math_log(b, ax)));
+	LLVMValueRef fy = floor_(m, y);
+	LLVMValueRef yint = FCMP(LLVMRealOEQ, fy, y);
+	LLVMValueRef hy = MUL(y, fc(m, 0.5));
+	LLVMValueRef yodd = LLVMBuildAnd(b, yint, FCMP(LLVMRealUNE, floor_(m, hy), hy), "");
+	LLVMValueRef neg = ICMP(LLVMIntSLT, AS_INT(x), ic(m, 0)); /* sign bit, incl. -0 */
+	r = SEL(LLVMBuildAnd(b, neg, yodd, ""), LLVMBuildFNeg(b, r, ""), r);
+	LLVMValueRef xneg = FCMP(LLVMRealOLT, x, fc(m, 0));
+	r = SEL(LLVMBuildAnd(b, xneg, LLVMBuildNot(b, yint, ""), ""), fc(m, NAN), r);
+	LLVMValueRef yinf = FCMP(LLVMRealOEQ, fabs_(m, y), fc(m, INFINITY));
+	r = SEL(LLVMBuildAnd(b, FCMP(LLVMRealOEQ, ax, fc(m, 1)), yinf, ""), fc(m, 1), r);
+	r = SEL(FCMP(LLVMRealOEQ, x, fc(m, 1)), fc(m, 1), r);
+	return SEL(FCMP(LLVMRealOEQ, y, fc(m, 0)), fc(m, 1), r);
+}
+
+/* ---- float16 / bfloat16 ---------------------------------------------------- */
+
+LLVMValueRef
+math_f32_to_f16(LLVMBuilderRef b, LLVMValueRef x)
+{
+	M mm = mk(b, x), *m = &mm;
+	LLVMContextRef cx = LLVMGetTypeContext(m->ft);
+	LLVMValueRef u = AS_INT(x);
+	LLVMValueRef sign = LLVMBuildAnd(b, u, ic(m, (int32_t)0x80000000u), "");
+	LLVMValueRef a = LLVMBuildXor(b, u, sign, "");
+	/* overflow / inf / nan */
+	LLVMValueRef big = ICMP(LLVMIntUGE, a, ic(m, (127 + 16) << 23));
+	LLVMValueRef o_big =
+	    SEL(ICMP(LLVMIntUGT, a, ic(m, 255 << 23)), ic(m, 0x7e00), ic(m, 0x7c00));
+	/* subnormal half: let the FPU round by adding a magic number */
+	LLVMValueRef magic = ic(m, ((127 - 15) + (23 - 10) + 1) << 23);
+	LLVMValueRef f = ADD(AS_FLT(a), AS_FLT(magic));
+	LLVMValueRef o_sub = LLVMBuildSub(b, AS_INT(f), magic, "");
+	LLVMValueRef small = ICMP(LLVMIntULT, a, ic(m, 113 << 23));
+	/* normal: rebias and round to nearest even */
+	LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, a, ic(m, 13), ""), ic(m, 1), "");
+	LLVMValueRef n =
+	    LLVMBuildAdd(b, a, ic(m, (int32_t)((uint32_t)(15 - 127) << 23) + 0xfff), "");
+	n = LLVMBuildAdd(b, n, odd, "");
+	LLVMValueRef o_norm = LLVMBuildLShr(b, n, ic(m, 13), "");
+	LLVMValueRef o = SEL(big, o_big, SEL(small, o_sub, o_norm));
+	o = LLVMBuildOr(b, o, LLVMBuildLShr(b, sign, ic(m, 16), ""), "");
+	return LLVMBuildTrunc(b, o, LLVMInt16TypeInContext(cx), "");
+}
+
+LLVMValueRef
+math_f16_to_f32(LLVMBuilderRef b, LLVMValueRef h)
+{
+	LLVMContextRef cx = LLVMGetTypeContext(LLVMTypeOf(h));
+	M mm, *m = &mm;
+	mm.b = b;
+	mm.ft = LLVMFloatTypeInContext(cx);
+	mm.it = LLVMInt32TypeInContext(cx);
+	mm.dbl = false;
+	LLVMValueRef w = LLVMBuildZExt(b, h, m->it, "");
+	LLVMValueRef o = LLVMBuildShl(b, LLVMBuildAnd(b, w, ic(m, 0x7fff), ""), ic(m, 13), "");
+	LLVMValueRef shexp = ic(m, 0x7c00 << 13);
+	LLVMValueRef e = LLVMBuildAnd(b, o, shexp, "");
+	o = LLVMBuildAdd(b, o, ic(m, (127 - 15) << 23), "");
+	LLVMValueRef o_inf = LLVMBuildAdd(b, o, ic(m, (128 - 16) << 23), "");
+	LLVMValueRef o_den = LLVMBuildAdd(b, o, ic(m, 1 << 23), "");
+	o_den = AS_INT(SUB(AS_FLT(o_den), AS_FLT(ic(m, 113 << 23))));
+	o = SEL(ICMP(LLVMIntEQ, e, shexp), o_inf, SEL(ICMP(LLVMIntEQ, e, ic(m, 0)), o_den, o));
+	o = LLVMBuildOr(b, o, LLVMBuildShl(b, LLVMBuildAnd(b, w, ic(m, 0x8000), ""), ic(m, 16), ""),
+	                "");
+	return AS_FLT(o);
+}
+
+LLVMValueRef
+math_f32_to_bf16(LLVMBuilderRef b, LLVMValueRef x)
+{
+	M mm = mk(b, x), *m = &mm;
+	LLVMContextRef cx = LLVMGetTypeContext(m->ft);
+	LLVMValueRef u = AS_INT(x);
+	LLVMValueRef hi = LLVMBuildLShr(b, u, ic(m, 16), "");
+	LLVMValueRef nan = LLVMBuildOr(b, hi, ic(m, 0x40), "");
+	LLVMValueRef r = LLVMBuildAdd(
+	    b, u, LLVMBuildAdd(b, ic(m, 0x7fff), LLVMBuildAnd(b, hi, ic(m, 1), ""), ""), "");
+	r = LLVMBuildLShr(b, r, ic(m, 16), "");
+	r = SEL(FCMP(LLVMRealUNO, x, x), nan, r);
+	return LLVMBuildTrunc(b, r, LLVMInt16TypeInContext(cx), "");
+}
+
+LLVMValueRef
+math_bf16_to_f32(LLVMBuilderRef b, LLVMValueRef h)
+{
+	LLVMContextRef cx = LLVMGetTypeContext(LLVMTypeOf(h));
+	LLVMTypeRef i32 = LLVMInt32TypeInContext(cx);
+	LLVMValueRef w =
+	    LLVMBuildShl(b, LLVMBuildZExt(b, h, i32, ""), LLVMConstInt(i32, 16, 0), "");
+	return LLVMBuildBitCast(b, w, LLVMFloatTypeInContext(cx), "");
+}

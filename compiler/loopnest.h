@@ -1,0 +1,185 @@
+/* loopnest.h - the backend's internal header: the loop-nest IR (a small
+ * TIR), schedules, and the prototypes of every backend pass, by file.
+ *
+ * A LoopNest is a list of buffers (kernel args; later workspaces) and
+ * stages run in order. A stage is a perfect loop nest whose body is a list
+ * of stores `buf[index] = expr`. Exprs form a DAG (shared subexpressions are
+ * one node); index expressions are quasi-affine (var, const, +, *const,
+ * /const, %const) and are only ever built through the simplifying
+ * constructors ln_idx_*, so structurally equal indices compare equal.
+ * Everything lives in the CompileCtx arena.
+ *
+ * Pipeline: lower.c builds it, sched.c annotates loops (vectorise, unroll,
+ * parallel), emit_llvm.c turns it into an LLVM module, objcode.c and
+ * link.c turn that into a shared object. compile.c strings them together.
+ */
+#ifndef KCS_COMPILER_LOOPNEST_H
+#define KCS_COMPILER_LOOPNEST_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "internal.h"
+
+/* ---- index expressions ------------------------------------------------ */
+typedef enum LnIdxKind { LNI_CONST, LNI_VAR, LNI_ADD, LNI_MUL, LNI_DIV, LNI_MOD } LnIdxKind;
+
+typedef struct LnIdx LnIdx;
+struct LnIdx {
+	LnIdxKind kind;
+	int64_t c;    /* CONST: value; MUL/DIV/MOD: the constant right operand */
+	int var;      /* VAR */
+	LnIdx *a, *b; /* ADD: a + b; MUL/DIV/MOD: a op c */
+};
+
+/* ---- value expressions -------------------------------------------------- */
+typedef enum LnExprKind { LNE_CONST, LNE_LOAD, LNE_OP } LnExprKind;
+
+typedef struct LnExpr LnExpr;
+struct LnExpr {
+	LnExprKind kind;
+	int id;        /* dense per LoopNest, for memo tables */
+	KcDtype dtype; /* storage dtype of the result */
+	/* CONST */
+	double fval;
+	int64_t ival;
+	/* LOAD */
+	int buf;
+	LnIdx *idx;
+	/* OP: an elementwise IrOp (never a layout op), incl. CAST and SELECT */
+	IrOp op;
+	int nargs;
+	LnExpr *args[3];
+};
+
+/* ---- buffers, loops, stages ---------------------------------------------- */
+typedef struct LnBuf {
+	const char *name;
+	KcDtype dtype;
+	int64_t numel;
+	int arg; /* index into the kernel's args array */
+	bool is_output;
+} LnBuf;
+
+/* Loop annotations are flags: a single flat loop can be both split among
+ * tasks and vectorised. SERIAL is the absence of all. */
+enum {
+	LNL_SERIAL = 0,
+	LNL_PARALLEL = 1u << 0,   /* range partitioned among runtime tasks */
+	LNL_VECTORIZED = 1u << 1, /* vectorize.width = width */
+	LNL_UNROLLED = 1u << 2,   /* interleave.count = unroll */
+};
+
+typedef struct LnLoop {
+	int var;
+	int64_t extent;
+	unsigned kind; /* LNL_* flags */
+	int width;     /* VECTORIZED */
+	int unroll;    /* UNROLLED */
+} LnLoop;
+
+typedef struct LnStore {
+	int buf;
+	LnIdx *idx;
+	LnExpr *value;
+} LnStore;
+
+#define LN_MAX_LOOPS (KC_MAX_RANK + 2)
+
+typedef struct LnStage {
+	const char *name;
+	int nloops;
+	LnLoop loops[LN_MAX_LOOPS]; /* outermost first */
+	int nstores;
+	LnStore *stores;
+	int64_t grain; /* elements per task, at least (parallel) */
+} LnStage;
+
+typedef struct LoopNest {
+	Arena *arena;
+	int nbufs;
+	LnBuf *bufs;
+	int nstages;
+	LnStage *stages;
+	int nexprs; /* LnExpr ids are 0..nexprs-1 */
+	int nvars, capvars;
+	int64_t *var_extent;
+} LoopNest;
+
+/* ---- schedules ------------------------------------------------------------ */
+typedef struct KcKnobs {
+	int vector_width;       /* elements per vector, power of two, 1..64 */
+	int unroll;             /* interleave count, 1..16 */
+	int64_t parallel_grain; /* minimum elements per task, >= 1 */
+} KcKnobs;
+
+struct KcSchedule {
+	const char *template_name; /* "injective" */
+	KcKnobs knobs;             /* global knobs */
+	int nstages;               /* stages of the graph it was made for */
+	KcKnobs *stage;            /* effective knobs per stage (global + override) */
+	const char *knobs_json;    /* canonical, in the arena */
+};
+
+/* ---- lower.c: IrGraph -> LoopNest (injective stages) --------------------- */
+/* requires: a parsed, typed IrGraph. */
+KcStatus ln_lower(Arena *a, const IrGraph *g, LoopNest **out, KcErr *err);
+/* Structural checks: indices in bounds, vars bound, dtypes consistent. */
+KcStatus ln_verify(const LoopNest *ln, const char *pass, KcErr *err);
+/* Index constructors (simplifying). */
+int ln_var_new(LoopNest *ln, int64_t extent);
+LnIdx *ln_idx_const(LoopNest *ln, int64_t c);
+LnIdx *ln_idx_var(LoopNest *ln, int v);
+LnIdx *ln_idx_add(LoopNest *ln, LnIdx *a, LnIdx *b);
+LnIdx *ln_idx_mul(LoopNest *ln, LnIdx *a, int64_t c);
+LnIdx *ln_idx_div(LoopNest *ln, LnIdx *a, int64_t c);
+LnIdx *ln_idx_mod(LoopNest *ln, LnIdx *a, int64_t c);
+int64_t ln_idx_max(const LoopNest *ln, const LnIdx *x); /* inclusive bound */
+bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
+
+/* ---- print.c: textual dumps ------------------------------------------------ */
+void ln_print(const LoopNest *ln, KcBuf *out);
+void ln_idx_print(const LnIdx *x, KcBuf *out);
+
+/* ---- sched.c ----------------------------------------------------------------- */
+/* Apply s to every stage (loop kinds, widths, grains). */
+KcStatus sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err);
+/* Default knobs for a target (vector width from its features). */
+void sched_default_knobs(const KcTarget *t, KcKnobs *out);
+
+/* ---- emit_llvm.c --------------------------------------------------------------- */
+/* Build the module for ln into mod (created by the caller in its own
+ * LLVMContext), exporting `symbol` with the kcs-cpu-v1 ABI. */
+KcStatus emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *err);
+
+/* ---- emit_math.c: branch-free, vectorisable math as IR -------------------- */
+/* x has type float or double (the compute type); results have the same. */
+LLVMValueRef math_exp(LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef math_log(LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef math_tanh(LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef math_erf(LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef math_pow(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+/* Calls the overloaded intrinsic `name` on args of x's type. */
+LLVMValueRef math_intrinsic(LLVMBuilderRef b, const char *name, LLVMValueRef *args, int n);
+/* float <-> IEEE half / bfloat16 bits (i16), round to nearest even. */
+LLVMValueRef math_f32_to_f16(LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef math_f16_to_f32(LLVMBuilderRef b, LLVMValueRef h);
+LLVMValueRef math_f32_to_bf16(LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef math_bf16_to_f32(LLVMBuilderRef b, LLVMValueRef h);
+
+/* ---- objcode.c -------------------------------------------------------------- */
+/* Target machine for t (PIC, aggressive). NULL and KC_CODEGEN on failure. */
+LLVMTargetMachineRef obj_target_machine(const KcTarget *t, KcErr *err);
+/* Optimise mod (default<O3>) and emit an ELF object (malloc'd). */
+KcStatus obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool verify, KcErr *err);
+KcStatus obj_emit(LLVMModuleRef mod, LLVMTargetMachineRef tm, LLVMCodeGenFileType kind,
+                  unsigned char **out, size_t *out_len, KcErr *err);
+
+/* ---- link.c ------------------------------------------------------------------- */
+/* Link an ELF object into a shared object (malloc'd) with the system
+ * linker. aarch64 objects are linked with ld.lld without libm. */
+KcStatus link_shared(const unsigned char *obj, size_t obj_len, const KcTarget *t,
+                     const KcCompileOptions *opts, unsigned char **out, size_t *out_len,
+                     KcErr *err);
+
+#endif /* KCS_COMPILER_LOOPNEST_H */

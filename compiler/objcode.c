@@ -1,0 +1,186 @@
+/* objcode.c - LLVM module -> optimised module -> ELF object or assembly.
+ *
+ * A TargetMachine is created per compile from the resolved KcTarget
+ * (triple, cpu, explicit features; PIC; aggressive codegen), so nothing
+ * LLVM-owned is shared between threads. Optimisation is the new pass
+ * manager's default<O3> pipeline; LLVM error strings are copied into the
+ * KcErr and disposed of at once.
+ */
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/IRReader.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loopnest.h"
+
+/* Copies an LLVM message into err and disposes of it. */
+static KcStatus
+llvm_fail(KcErr *err, const char *pass, const char *what, char *msg)
+{
+	KcStatus st =
+	    kc_fail(err, KC_CODEGEN, pass, "%s: %.240s", what, msg ? msg : "(no message)");
+	if (msg)
+		LLVMDisposeMessage(msg);
+	return st;
+}
+
+void
+kc_compiler_init(void)
+{
+	LLVMInitializeX86TargetInfo();
+	LLVMInitializeX86Target();
+	LLVMInitializeX86TargetMC();
+	LLVMInitializeX86AsmPrinter();
+	LLVMInitializeX86AsmParser();
+	LLVMInitializeAArch64TargetInfo();
+	LLVMInitializeAArch64Target();
+	LLVMInitializeAArch64TargetMC();
+	LLVMInitializeAArch64AsmPrinter();
+	LLVMInitializeAArch64AsmParser();
+}
+
+/* The compile-time version string, checked against the loaded library
+ * (LLVMGetVersion): a mismatch means a different libLLVM was loaded, and
+ * kernel ids must not claim the wrong codegen. No mutable state. */
+const char *
+kc_llvm_version(void)
+{
+	unsigned maj = 0, min = 0, pat = 0;
+	LLVMGetVersion(&maj, &min, &pat);
+	if (maj != LLVM_VERSION_MAJOR || min != LLVM_VERSION_MINOR || pat != LLVM_VERSION_PATCH)
+		return "unknown (libLLVM differs from the headers)";
+	return LLVM_VERSION_STRING;
+}
+
+LLVMTargetMachineRef
+obj_target_machine(const KcTarget *t, KcErr *err)
+{
+	LLVMTargetRef target = NULL;
+	char *msg = NULL;
+
+	if (LLVMGetTargetFromTriple(t->triple, &target, &msg)) {
+		llvm_fail(err, "objcode", "unknown triple", msg);
+		return NULL;
+	}
+	if (msg)
+		LLVMDisposeMessage(msg);
+	LLVMTargetMachineRef tm =
+	    LLVMCreateTargetMachine(target, t->triple, t->cpu, t->features,
+	                            LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelDefault);
+	if (!tm)
+		kc_fail(err, KC_CODEGEN, "objcode", "cannot create a target machine for %.64s",
+		        t->name);
+	return tm;
+}
+
+KcStatus
+obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool verify, KcErr *err)
+{
+	char *msg = NULL;
+	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+	char *dl = LLVMCopyStringRepOfTargetData(td);
+	char *triple = LLVMGetTargetMachineTriple(tm);
+
+	LLVMSetDataLayout(mod, dl);
+	LLVMSetTarget(mod, triple);
+	LLVMDisposeMessage(dl);
+	LLVMDisposeMessage(triple);
+	LLVMDisposeTargetData(td);
+	if (verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg))
+		return llvm_fail(err, "verify-llvm", "invalid module", msg);
+	if (msg)
+		LLVMDisposeMessage(msg);
+
+	LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
+	LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
+	LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
+	LLVMPassBuilderOptionsSetLoopInterleaving(o, 1);
+	LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
+	LLVMPassBuilderOptionsSetVerifyEach(o, 0);
+	LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, o);
+	LLVMDisposePassBuilderOptions(o);
+	if (e) {
+		char *m = LLVMGetErrorMessage(e);
+		KcStatus st = kc_fail(err, KC_CODEGEN, "optimize", "%.240s", m);
+		LLVMDisposeErrorMessage(m);
+		return st;
+	}
+	if (verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg))
+		return llvm_fail(err, "verify-llvm", "optimised module is invalid", msg);
+	if (msg)
+		LLVMDisposeMessage(msg);
+	return KC_OK;
+}
+
+KcStatus
+obj_emit(LLVMModuleRef mod, LLVMTargetMachineRef tm, LLVMCodeGenFileType kind, unsigned char **out,
+         size_t *out_len, KcErr *err)
+{
+	LLVMMemoryBufferRef mb = NULL;
+	char *msg = NULL;
+
+	*out = NULL;
+	*out_len = 0;
+	if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, kind, &msg, &mb))
+		return llvm_fail(err, "objcode", "code generation failed", msg);
+	if (msg)
+		LLVMDisposeMessage(msg);
+	size_t n = LLVMGetBufferSize(mb);
+	*out = kc_xmalloc(n + 1);
+	memcpy(*out, LLVMGetBufferStart(mb), n);
+	(*out)[n] = 0;
+	*out_len = n;
+	LLVMDisposeMemoryBuffer(mb);
+	return KC_OK;
+}
+
+/* Stored IR was compiled once already: its diagnostics were seen then. */
+static void
+quiet(LLVMDiagnosticInfoRef d, void *arg)
+{
+	(void)d;
+	(void)arg;
+}
+
+KcStatus
+kc_ir_to_asm(const char *ir, size_t ir_len, const KcTarget *t, KcBuf *out, KcErr *err)
+{
+	LLVMContextRef ctx = LLVMContextCreate();
+	LLVMModuleRef mod = NULL;
+	LLVMContextSetDiagnosticHandler(ctx, quiet, NULL);
+	LLVMTargetMachineRef tm = NULL;
+	unsigned char *text = NULL;
+	size_t len = 0;
+	char *msg = NULL;
+	KcStatus st = KC_OK;
+
+	/* the parser takes ownership of the buffer */
+	LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(ir, ir_len, "kernel.ll");
+	if (LLVMParseIRInContext(ctx, mb, &mod, &msg)) {
+		st = llvm_fail(err, "asm", "cannot parse IR", msg);
+		goto done;
+	}
+	if (msg)
+		LLVMDisposeMessage(msg);
+	if (!(tm = obj_target_machine(t, err))) {
+		st = err->status;
+		goto done;
+	}
+	if ((st = obj_emit(mod, tm, LLVMAssemblyFile, &text, &len, err)) != KC_OK)
+		goto done;
+	kc_buf_append(out, text, len);
+done:
+	free(text);
+	if (tm)
+		LLVMDisposeTargetMachine(tm);
+	if (mod)
+		LLVMDisposeModule(mod);
+	LLVMContextDispose(ctx);
+	return st;
+}

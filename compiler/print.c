@@ -1,0 +1,111 @@
+/* print.c - textual dump of the loop-nest IR (pass dumps "== lower ==" and
+ * "== schedule =="). One line per buffer, loop and expression node:
+ *
+ *   stage s0:
+ *     for v2 in 0..12288 parallel vectorized(8) unroll(2):
+ *       %3 = load b0[v2] : float32
+ *       %5 = Add %3, %4 : float32
+ *       b2[v2] = %5
+ */
+#include <string.h>
+
+#include "loopnest.h"
+
+/* An index expression, infix. */
+void
+ln_idx_print(const LnIdx *x, KcBuf *out)
+{
+	switch (x->kind) {
+	case LNI_CONST: kc_buf_printf(out, "%lld", (long long)x->c); return;
+	case LNI_VAR: kc_buf_printf(out, "v%d", x->var); return;
+	case LNI_ADD:
+		ln_idx_print(x->a, out);
+		kc_buf_puts(out, " + ");
+		ln_idx_print(x->b, out);
+		return;
+	case LNI_MUL:
+	case LNI_DIV:
+	case LNI_MOD:
+		if (x->a->kind == LNI_ADD)
+			kc_buf_putc(out, '(');
+		ln_idx_print(x->a, out);
+		if (x->a->kind == LNI_ADD)
+			kc_buf_putc(out, ')');
+		kc_buf_printf(out, " %c %lld",
+		              x->kind == LNI_MUL   ? '*'
+		              : x->kind == LNI_DIV ? '/'
+		                                   : '%',
+		              (long long)x->c);
+		return;
+	}
+}
+
+/* Prints e after its operands, once. */
+static void
+print_expr(const LnExpr *e, bool *done, KcBuf *out)
+{
+	if (done[e->id])
+		return;
+	done[e->id] = true;
+	if (e->kind == LNE_OP)
+		for (int i = 0; i < e->nargs; i++)
+			print_expr(e->args[i], done, out);
+	kc_buf_printf(out, "      %%%d = ", e->id);
+	switch (e->kind) {
+	case LNE_CONST:
+		if (kc_dtype_info[e->dtype].cls == DTC_FLOAT)
+			kc_buf_printf(out, "const %.17g", e->fval);
+		else
+			kc_buf_printf(out, "const %lld", (long long)e->ival);
+		break;
+	case LNE_LOAD:
+		kc_buf_printf(out, "load b%d[", e->buf);
+		ln_idx_print(e->idx, out);
+		kc_buf_putc(out, ']');
+		break;
+	case LNE_OP:
+		kc_buf_puts(out, ir_op_info[e->op].name);
+		for (int i = 0; i < e->nargs; i++)
+			kc_buf_printf(out, "%s%%%d", i ? ", " : " ", e->args[i]->id);
+		break;
+	}
+	kc_buf_printf(out, " : %s\n", kc_dtype_info[e->dtype].name);
+}
+
+/* Buffers, then each stage: its loops and its expression DAG. */
+void
+ln_print(const LoopNest *ln, KcBuf *out)
+{
+	bool *done = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+
+	for (int i = 0; i < ln->nbufs; i++) {
+		const LnBuf *b = &ln->bufs[i];
+		kc_buf_printf(out, "buffer b%d %s %s[%lld] arg %d (%s)\n", i,
+		              b->is_output ? "out" : "in", kc_dtype_info[b->dtype].name,
+		              (long long)b->numel, b->arg, b->name);
+	}
+	for (int s = 0; s < ln->nstages; s++) {
+		const LnStage *st = &ln->stages[s];
+		kc_buf_printf(out, "stage %s (grain %lld):\n", st->name, (long long)st->grain);
+		for (int l = 0; l < st->nloops; l++) {
+			const LnLoop *lp = &st->loops[l];
+			kc_buf_printf(out, "%*sfor v%d in 0..%lld", 2 * l + 2, "", lp->var,
+			              (long long)lp->extent);
+			if (lp->kind & LNL_PARALLEL)
+				kc_buf_puts(out, " parallel");
+			if (lp->kind & LNL_VECTORIZED)
+				kc_buf_printf(out, " vectorized(%d)", lp->width);
+			if (lp->kind & LNL_UNROLLED)
+				kc_buf_printf(out, " unroll(%d)", lp->unroll);
+			kc_buf_puts(out, ":\n");
+		}
+		memset(done, 0, sizeof(bool) * (size_t)ln->nexprs);
+		for (int i = 0; i < st->nstores; i++) {
+			const LnStore *sto = &st->stores[i];
+			print_expr(sto->value, done, out);
+			kc_buf_printf(out, "      b%d[", sto->buf);
+			ln_idx_print(sto->idx, out);
+			kc_buf_printf(out, "] = %%%d\n", sto->value->id);
+		}
+	}
+}

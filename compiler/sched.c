@@ -1,0 +1,346 @@
+/* sched.c - schedules: template + knobs, their JSON form, and applying them
+ * to a loop nest.
+ *
+ * One template today, "injective" (every stage is a perfect elementwise
+ * nest). Its knobs, global to all stages:
+ *   vector_width    elements per vector (power of two, 1..64; 1 = scalar);
+ *                   default from the target: AVX-512 16, AVX/AVX2 8, else 4
+ *   unroll          interleave count of the innermost loop (1..16)
+ *   parallel_grain  minimum elements per parallel task (1..2^40); at run
+ *                   time ntasks = clamp(work / grain, 1, threads)
+ * "stages": [{...}, ...] overrides any of them per stage (stage i = the
+ * i-th distinct output shape, in output order).
+ * Knob records are validated strictly (unknown key, wrong type, bad value
+ * -> KC_BAD_SCHEDULE): a schedule is either applied exactly or refused,
+ * never silently miscompiled. Canonical knobs JSON: sorted keys, compact.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loopnest.h"
+
+#define TEMPLATE_INJECTIVE "injective"
+#define MAX_GRAIN (INT64_C(1) << 40)
+#define MIN_PAR_EXTENT 64 /* a parallel loop should have room for many threads */
+
+/* CPUs whose -mcpu implies AVX-512 or AVX2 when no feature says so. */
+static const char *const avx512_cpus[] = {
+    "skylake-avx512", "cascadelake",    "cooperlake",    "cannonlake",
+    "icelake-client", "icelake-server", "tigerlake",     "rocketlake",
+    "sapphirerapids", "emeraldrapids",  "graniterapids", "graniterapids-d",
+    "znver4",         "znver5",         "knl",           "knm",
+    "x86-64-v4",
+};
+static const char *const avx2_cpus[] = {
+    "haswell",   "broadwell",   "skylake",   "alderlake", "raptorlake",   "meteorlake",
+    "arrowlake", "arrowlake-s", "lunarlake", "gracemont", "sierraforest", "grandridge",
+    "znver1",    "znver2",      "znver3",    "bdver4",    "x86-64-v3",    "core-avx2",
+};
+
+static bool
+has_feature(const char *features, const char *f)
+{
+	size_t n = strlen(f);
+	for (const char *p = features; (p = strstr(p, f)) != NULL; p += n) {
+		bool start = p == features || p[-1] == ',';
+		bool end = p[n] == '\0' || p[n] == ',';
+		if (start && end)
+			return true;
+	}
+	return false;
+}
+
+static bool
+cpu_in(const char *cpu, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(cpu, list[i]) == 0)
+			return true;
+	return false;
+}
+
+void
+sched_default_knobs(const KcTarget *t, KcKnobs *out)
+{
+	int w = 4; /* SSE, NEON */
+
+	if (strncmp(t->triple, "x86_64", 6) == 0) {
+		if (has_feature(t->features, "+avx512f") ||
+		    cpu_in(t->cpu, avx512_cpus, sizeof avx512_cpus / sizeof avx512_cpus[0]))
+			w = 16;
+		else if (has_feature(t->features, "+avx") || has_feature(t->features, "+avx2") ||
+		         cpu_in(t->cpu, avx2_cpus, sizeof avx2_cpus / sizeof avx2_cpus[0]))
+			w = 8;
+	}
+	out->vector_width = w;
+	out->unroll = 2;
+	out->parallel_grain = 16384;
+}
+
+static void
+put_knobs(KcBuf *b, const KcKnobs *k)
+{
+	kc_buf_printf(b, "\"parallel_grain\":%lld", (long long)k->parallel_grain);
+}
+
+static bool
+knobs_eq(const KcKnobs *a, const KcKnobs *b)
+{
+	return a->vector_width == b->vector_width && a->unroll == b->unroll &&
+	       a->parallel_grain == b->parallel_grain;
+}
+
+/* Canonical knobs: sorted keys, compact; "stages" lists each stage's
+ * effective knobs up to the last one that differs from the global ones,
+ * and is absent when none does, so equal schedules print equal. */
+static const char *
+knobs_json(Arena *a, const KcSchedule *s)
+{
+	KcBuf b = {0};
+	int last = -1;
+
+	for (int i = 0; i < s->nstages; i++)
+		if (!knobs_eq(&s->stage[i], &s->knobs))
+			last = i;
+	kc_buf_putc(&b, '{');
+	put_knobs(&b, &s->knobs);
+	if (last >= 0) {
+		kc_buf_puts(&b, ",\"stages\":[");
+		for (int i = 0; i <= last; i++) {
+			const KcKnobs *k = &s->stage[i];
+			kc_buf_printf(&b, "%s{", i ? "," : "");
+			put_knobs(&b, k);
+			kc_buf_printf(&b, ",\"unroll\":%d,\"vector_width\":%d}", k->unroll,
+			              k->vector_width);
+		}
+		kc_buf_putc(&b, ']');
+	}
+	kc_buf_printf(&b, ",\"unroll\":%d,\"vector_width\":%d}", s->knobs.unroll,
+	              s->knobs.vector_width);
+	const char *r = arena_strdup(a, b.data);
+	kc_buf_free(&b);
+	return r;
+}
+
+/* Stages the injective lowering makes: one per distinct output shape. */
+static int
+count_stages(const IrGraph *g)
+{
+	int n = 0;
+	for (int o = 0; o < g->noutputs; o++) {
+		const IrValue *v = g->outputs[o];
+		bool seen = false;
+		for (int p = 0; p < o && !seen; p++) {
+			const IrValue *u = g->outputs[p];
+			seen = u->rank == v->rank &&
+			       memcmp(u->shape, v->shape, sizeof(int64_t) * (size_t)v->rank) == 0;
+		}
+		n += !seen;
+	}
+	return n;
+}
+
+KcSchedule *
+kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget *t)
+{
+	KcSchedule *s = ARENA_NEW(c->arena, KcSchedule);
+
+	/* every graph of the elementwise slice is injective */
+	s->template_name = TEMPLATE_INJECTIVE;
+	sched_default_knobs(t, &s->knobs);
+	s->nstages = count_stages(g);
+	s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
+	for (int i = 0; i < s->nstages; i++)
+		s->stage[i] = s->knobs;
+	s->knobs_json = knobs_json(c->arena, s);
+	return s;
+}
+
+/* An integer knob: a JSON number with no fraction within [lo, hi]. */
+static bool
+int_knob(const cJSON *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	if (!cJSON_IsNumber(v))
+		return false;
+	double d = v->valuedouble;
+	if (!isfinite(d) || d != floor(d) || d < (double)lo || d > (double)hi)
+		return false;
+	*out = (int64_t)d;
+	return true;
+}
+
+/* Knobs: {"vector_width": int, "unroll": int, "parallel_grain": int,
+ *         "stages": [Knobs without "stages", ...]}
+ * every key optional; `stages` (top level only) overrides the global knobs
+ * per stage, in stage order, and may be shorter than the stage list. */
+static KcStatus
+parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, const char *w, KcErr *err)
+{
+	const cJSON *it;
+	bool seen[4] = {false, false, false, false};
+	const cJSON *stages = NULL;
+
+	if (!cJSON_IsObject(o))
+		return kc_fail(err, KC_BAD_SCHEDULE, w, "knobs must be a JSON object");
+	cJSON_ArrayForEach(it, o)
+	{
+		int64_t v = 0;
+		int key = -1;
+		const char *name = it->string ? it->string : "";
+		if (strcmp(name, "vector_width") == 0) {
+			key = 0;
+			if (!int_knob(it, 1, 64, &v) || (v & (v - 1)) != 0)
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "vector_width must be a power of two from 1 to 64");
+			k->vector_width = (int)v;
+		} else if (strcmp(name, "unroll") == 0) {
+			key = 1;
+			if (!int_knob(it, 1, 16, &v))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "unroll must be an integer from 1 to 16");
+			k->unroll = (int)v;
+		} else if (strcmp(name, "parallel_grain") == 0) {
+			key = 2;
+			if (!int_knob(it, 1, MAX_GRAIN, &v))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "parallel_grain must be an integer from 1 to 2^40");
+			k->parallel_grain = v;
+		} else if (strcmp(name, "stages") == 0 && s) {
+			key = 3;
+			stages = it;
+		}
+		if (key < 0)
+			return kc_fail(err, KC_BAD_SCHEDULE, w, "unknown knob '%.64s'", name);
+		if (seen[key])
+			return kc_fail(err, KC_BAD_SCHEDULE, w, "duplicate knob '%s'", name);
+		seen[key] = true;
+	}
+	if (!s)
+		return KC_OK;
+	/* the global knobs are final now: stages start from them */
+	for (int i = 0; i < s->nstages; i++)
+		s->stage[i] = *k;
+	if (!stages)
+		return KC_OK;
+	if (!cJSON_IsArray(stages) || cJSON_GetArraySize(stages) > s->nstages)
+		return kc_fail(err, KC_BAD_SCHEDULE, w,
+		               "stages must be a list of at most %d knob objects (one per stage)",
+		               s->nstages);
+	int i = 0;
+	cJSON_ArrayForEach(it, stages)
+	{
+		char ws[64];
+		snprintf(ws, sizeof ws, "/knobs/stages/%d", i);
+		KcStatus st = parse_knobs(it, &s->stage[i], NULL, ws, err);
+		if (st)
+			return st;
+		i++;
+	}
+	return KC_OK;
+}
+
+KcStatus
+kc_schedule_from_json(CompileCtx *c, const KcGraph *g, const KcTarget *t, const char *template_name,
+                      const char *knobs, KcSchedule **out, KcErr *err)
+{
+	KcSchedule *s;
+	cJSON *root = NULL;
+	KcStatus st = KC_OK;
+
+	*out = NULL;
+	if (!template_name || strcmp(template_name, TEMPLATE_INJECTIVE) != 0)
+		return kc_fail(err, KC_BAD_SCHEDULE, "/template",
+		               "unknown schedule template '%.64s'",
+		               template_name ? template_name : "");
+	s = kc_schedule_default(c, g, t);
+	if (knobs && *knobs) {
+		root = cJSON_Parse(knobs);
+		if ((st = parse_knobs(root, &s->knobs, s, "/knobs", err)) != KC_OK)
+			goto done;
+	}
+	s->knobs_json = knobs_json(c->arena, s);
+	*out = s;
+done:
+	cJSON_Delete(root);
+	return st;
+}
+
+const char *
+kc_schedule_template(const KcSchedule *s)
+{
+	return s->template_name;
+}
+
+const char *
+kc_schedule_knobs_json(const KcSchedule *s)
+{
+	return s->knobs_json;
+}
+
+/* Each field is written as "name=value\n"; values cannot hold newlines
+ * that would make two different tuples hash alike (hex, names, JSON). */
+void
+kc_kernel_id(const KcDigest *workload_key, const KcTarget *t, const KcSchedule *s,
+             const char *build_id, KcDigest *out)
+{
+	KcSha256 *h = kc_sha256_begin();
+	char hex[65];
+	KcBuf b = {0};
+
+	kc_digest_hex(workload_key, hex);
+	kc_buf_printf(&b, "kcs-kernel-id-v1\nabi=%s\nworkload=%s\n", KC_CPU_ABI, hex);
+	kc_buf_printf(&b, "target=%s\ntriple=%s\ncpu=%s\nfeatures=%s\n", t->name, t->triple, t->cpu,
+	              t->features);
+	kc_buf_printf(&b, "schedule=%s\ntemplate=%s\nknobs=%s\n", KC_SCHEDULE_FORMAT,
+	              s->template_name, s->knobs_json);
+	kc_buf_printf(&b, "build=%s\nllvm=%s\n", build_id ? build_id : "", kc_llvm_version());
+	kc_sha256_update(h, b.data, b.len);
+	kc_sha256_end(h, out);
+	kc_buf_free(&b);
+}
+
+/* The loop split among tasks: the outermost, unless it is too short to
+ * feed the threads (e.g. [2, 1000000]); then the first one that is long
+ * enough, or the longest. Tasks of an inner parallel loop each run all of
+ * the loops outside it. */
+static int
+par_loop(const LnStage *st)
+{
+	int best = 0;
+	for (int l = 0; l < st->nloops; l++) {
+		if (st->loops[l].extent >= MIN_PAR_EXTENT)
+			return l;
+		if (st->loops[l].extent > st->loops[best].extent)
+			best = l;
+	}
+	return best;
+}
+
+/* requires: a verified loop nest from ln_lower. */
+KcStatus
+sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
+{
+	if (strcmp(s->template_name, TEMPLATE_INJECTIVE) != 0)
+		return kc_fail(err, KC_BAD_SCHEDULE, "schedule", "unknown template '%.64s'",
+		               s->template_name);
+	if (s->nstages != ln->nstages)
+		return kc_fail(err, KC_BAD_SCHEDULE, "schedule",
+		               "schedule has %d stages, the graph lowers to %d", s->nstages,
+		               ln->nstages);
+	for (int i = 0; i < ln->nstages; i++) {
+		LnStage *st = &ln->stages[i];
+		LnLoop *in = &st->loops[st->nloops - 1];
+		const KcKnobs *k = i < s->nstages ? &s->stage[i] : &s->knobs;
+		in->kind |= LNL_VECTORIZED;
+		in->width = k->vector_width;
+		if (k->unroll > 1) {
+			in->kind |= LNL_UNROLLED;
+			in->unroll = k->unroll;
+		}
+		st->loops[par_loop(st)].kind |= LNL_PARALLEL;
+		st->grain = k->parallel_grain;
+	}
+	return KC_OK;
+}

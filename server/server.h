@@ -1,0 +1,77 @@
+/* server.h - the kcsd executable's parts: configuration (config.c, rows in
+ * config.def), the libmicrohttpd front end (server.c) and the bounded
+ * worker pool that runs blocking API handlers (workers.c).
+ *
+ * Life cycle (server/main.c): config_load -> kc_compiler_init -> cache_open
+ * -> api_new -> server_new (starts threads) -> wait for SIGTERM/SIGINT ->
+ * server_shutdown (stop accepting, finish in-flight work, stop MHD) ->
+ * server_free -> api_free -> cache_close. Only main.c calls exit().
+ */
+#ifndef KCS_SERVER_H
+#define KCS_SERVER_H
+
+#include <stdio.h>
+
+#include "api.h"
+#include "common.h"
+
+/* ---- config.c ----------------------------------------------------------- */
+
+#define CONFIG_T_STR char *
+#define CONFIG_T_INT int64_t
+#define CONFIG_T_SIZE int64_t
+
+/* Every setting of config.def; strings are malloc'd (config_free). */
+typedef struct ServerConfig {
+#define C(name, type, def, min, max, help) CONFIG_T_##type name;
+#include "config.def"
+#undef C
+	char *config_file; /* --config FILE, or NULL */
+} ServerConfig;
+
+typedef enum ConfigResult {
+	CONFIG_OK,      /* run the daemon */
+	CONFIG_HELP,    /* --help given: print config_usage, exit 0 */
+	CONFIG_VERSION, /* --version given: print the version, exit 0 */
+	CONFIG_ERROR,   /* message already on stderr: exit 2 */
+} ConfigResult;
+
+/* Fills *cfg from defaults, then --config FILE ("key = value" lines, '#'
+ * comments), then the other flags (flags win). Validates types and bounds.
+ * Prints what is wrong to stderr on CONFIG_ERROR. Release with config_free
+ * in every case. */
+ConfigResult config_load(ServerConfig *cfg, int argc, char **argv);
+void config_free(ServerConfig *cfg);
+void config_usage(FILE *f);
+/* Parses cfg->log_level; false if it is not a known level. */
+bool config_log_level(const ServerConfig *cfg, KcLogLevel *out);
+
+/* ---- workers.c ----------------------------------------------------------
+ * N threads and a bounded FIFO of jobs. Thread-safe. */
+typedef struct Workers Workers;
+typedef void (*WorkFn)(void *arg);
+
+Workers *workers_new(int nthreads, int queue_depth);
+/* Queues fn(arg). Returns false, without running it, when the queue is
+ * full or the pool is draining. */
+bool workers_submit(Workers *w, WorkFn fn, void *arg);
+/* Refuses new jobs from now on, then waits until every queued and running
+ * job has finished. */
+void workers_drain(Workers *w);
+void workers_free(Workers *w); /* drains, joins the threads; NULL allowed */
+
+/* ---- server.c ----------------------------------------------------------- */
+typedef struct Server Server;
+
+/* Starts the HTTP daemon on cfg->listen with its thread pool and the worker
+ * pool. `api` is borrowed. Returns NULL with err filled (a message naming
+ * the address): KC_BAD_REQUEST if cfg->listen is malformed or does not
+ * resolve (a configuration error), KC_INTERNAL if it cannot listen. */
+Server *server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err);
+int server_port(const Server *s); /* the bound port */
+/* Graceful stop: stop accepting, let queued and in-flight requests finish
+ * and be answered (up to shutdown_grace_s), then stop MHD. Blocks. */
+void server_shutdown(Server *s);
+void server_free(Server *s); /* calls server_shutdown if needed; NULL allowed */
+
+#endif /* KCS_SERVER_H */

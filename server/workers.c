@@ -1,0 +1,117 @@
+/* workers.c - a bounded pool of threads for blocking API handlers.
+ *
+ * A ring buffer of at most queue_depth waiting jobs and N threads taking
+ * from it. Submitting to a full queue fails at once (the caller answers
+ * 503) instead of waiting: back-pressure reaches the client, never an HTTP
+ * thread. Draining closes the queue to new jobs and waits for the queued
+ * and running ones, which is what a graceful shutdown needs.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "server.h"
+
+typedef struct Job {
+	WorkFn fn;
+	void *arg;
+} Job;
+
+struct Workers {
+	pthread_mutex_t mu;
+	pthread_cond_t has_job; /* queue non-empty or stopping */
+	pthread_cond_t idle;    /* queue empty and nothing running */
+	Job *ring;
+	int depth, head, count;
+	int running;
+	bool closed;   /* no new jobs */
+	bool stopping; /* threads exit once the queue is empty */
+	int nthreads;
+	pthread_t *threads;
+};
+
+static void *
+worker_main(void *arg)
+{
+	Workers *w = arg;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (w->count == 0 && !w->stopping)
+			pthread_cond_wait(&w->has_job, &w->mu);
+		if (w->count == 0)
+			break;
+		Job j = w->ring[w->head];
+		w->head = (w->head + 1) % w->depth;
+		w->count--;
+		w->running++;
+		pthread_mutex_unlock(&w->mu);
+		j.fn(j.arg);
+		pthread_mutex_lock(&w->mu);
+		w->running--;
+		if (w->count == 0 && w->running == 0)
+			pthread_cond_broadcast(&w->idle);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+Workers *
+workers_new(int nthreads, int queue_depth)
+{
+	KC_ASSERT(nthreads > 0 && queue_depth > 0);
+	Workers *w = kc_xcalloc(1, sizeof *w);
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->has_job, NULL);
+	pthread_cond_init(&w->idle, NULL);
+	w->depth = queue_depth;
+	w->ring = kc_xcalloc((size_t)queue_depth, sizeof *w->ring);
+	w->nthreads = nthreads;
+	w->threads = kc_xcalloc((size_t)nthreads, sizeof *w->threads);
+	for (int i = 0; i < nthreads; i++)
+		KC_ASSERT(pthread_create(&w->threads[i], NULL, worker_main, w) == 0);
+	return w;
+}
+
+bool
+workers_submit(Workers *w, WorkFn fn, void *arg)
+{
+	bool ok = false;
+	pthread_mutex_lock(&w->mu);
+	if (!w->closed && w->count < w->depth) {
+		w->ring[(w->head + w->count) % w->depth] = (Job){fn, arg};
+		w->count++;
+		pthread_cond_signal(&w->has_job);
+		ok = true;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return ok;
+}
+
+void
+workers_drain(Workers *w)
+{
+	pthread_mutex_lock(&w->mu);
+	w->closed = true;
+	while (w->count > 0 || w->running > 0)
+		pthread_cond_wait(&w->idle, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void
+workers_free(Workers *w)
+{
+	if (!w)
+		return;
+	workers_drain(w);
+	pthread_mutex_lock(&w->mu);
+	w->stopping = true;
+	pthread_cond_broadcast(&w->has_job);
+	pthread_mutex_unlock(&w->mu);
+	for (int i = 0; i < w->nthreads; i++)
+		pthread_join(w->threads[i], NULL);
+	pthread_cond_destroy(&w->idle);
+	pthread_cond_destroy(&w->has_job);
+	pthread_mutex_destroy(&w->mu);
+	free(w->threads);
+	free(w->ring);
+	free(w);
+}

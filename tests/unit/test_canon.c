@@ -1,0 +1,534 @@
+/* test_canon.c - kc_workload: the canonical form and workload_key.
+ *
+ * The key must not move under tensor renaming, reordering of independent
+ * ops, attr/key order, noise keys and attrs, or constants spelt differently
+ * but equal in their dtype; it must move for any change of op, shape,
+ * dtype, constant, or of the order of kernel inputs or outputs. Checked on
+ * every corpus file that parses and on small hand-written graphs.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "t.h"
+
+/* ---- cJSON helpers: documents written with ' for ", edited by JSON pointer */
+
+/* Parse `s` with every ' turned into " (keeps test literals readable). */
+static cJSON *
+jq(const char *s)
+{
+	char *t = strdup(s);
+	for (char *c = t; *c; c++)
+		if (*c == '\'')
+			*c = '"';
+	cJSON *j = cJSON_Parse(t);
+	free(t);
+	if (!j)
+		fprintf(stderr, "# bad test JSON: %s\n", s);
+	return j;
+}
+
+/* The item at JSON pointer `ptr` ("" = root), or NULL. *parent and *last
+ * receive the parent item and the last token when asked for. */
+static cJSON *
+jat(cJSON *root, const char *ptr, cJSON **parent, char *last)
+{
+	cJSON *cur = root, *par = NULL;
+	char tok[256];
+	const char *p = ptr;
+	tok[0] = '\0';
+	while (cur && *p == '/') {
+		p++;
+		size_t n = strcspn(p, "/");
+		snprintf(tok, sizeof tok, "%.*s", (int)n, p);
+		p += n;
+		par = cur;
+		if (cJSON_IsArray(cur))
+			cur = cJSON_GetArrayItem(cur, atoi(tok));
+		else
+			cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+	}
+	if (parent)
+		*parent = par;
+	if (last)
+		strcpy(last, tok);
+	return cur;
+}
+
+/* Replace (or add to an object) the item at ptr with `val` (' quoting). */
+static void
+jset(cJSON *root, const char *ptr, const char *val)
+{
+	cJSON *par;
+	char last[256];
+	jat(root, ptr, &par, last);
+	cJSON *v = jq(val);
+	if (!par || !v) {
+		fprintf(stderr, "# jset: no parent for %s\n", ptr);
+		cJSON_Delete(v);
+		return;
+	}
+	if (cJSON_IsArray(par)) {
+		int i = atoi(last);
+		if (i >= cJSON_GetArraySize(par))
+			cJSON_AddItemToArray(par, v);
+		else
+			cJSON_ReplaceItemInArray(par, i, v);
+	} else if (cJSON_GetObjectItemCaseSensitive(par, last)) {
+		cJSON_ReplaceItemInObjectCaseSensitive(par, last, v);
+	} else {
+		cJSON_AddItemToObject(par, last, v);
+	}
+}
+
+static void
+jdel(cJSON *root, const char *ptr)
+{
+	cJSON *par;
+	char last[256];
+	jat(root, ptr, &par, last);
+	if (cJSON_IsArray(par))
+		cJSON_DeleteItemFromArray(par, atoi(last));
+	else if (par)
+		cJSON_DeleteItemFromObjectCaseSensitive(par, last);
+}
+
+static char *
+read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	KcBuf b = {0};
+	char tmp[65536];
+	size_t n;
+	while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+		kc_buf_append(&b, tmp, n);
+	fclose(f);
+	return kc_buf_take(&b, len);
+}
+
+/* Key of a document; false if it does not parse. *canon gets a malloc'd
+ * copy of the canonical form when asked for. */
+static bool
+key_of(const cJSON *doc, KcDigest *key, char **canon)
+{
+	char *s = cJSON_PrintUnformatted(doc);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcErr err = {0};
+	bool ok = kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK;
+	if (ok) {
+		KcWorkload wl;
+		kc_workload(c, g, &wl);
+		*key = wl.key;
+		if (canon)
+			*canon = strdup(wl.canonical);
+		KcDigest k2;
+		kc_sha256(wl.canonical, wl.canonical_len, &k2);
+		ok = memcmp(&k2, &wl.key, sizeof k2) == 0 &&
+		     strlen(wl.canonical) == wl.canonical_len;
+	} else {
+		printf("# parse failed: %s at %s: %s\n", kc_status_code(err.status), err.where,
+		       err.msg);
+	}
+	compile_ctx_free(c);
+	free(s);
+	return ok;
+}
+
+static bool
+same_key(const cJSON *a, const cJSON *b)
+{
+	KcDigest ka, kb;
+	char *ca = NULL, *cb = NULL;
+	bool ok = key_of(a, &ka, &ca) && key_of(b, &kb, &cb);
+	bool same = ok && memcmp(&ka, &kb, sizeof ka) == 0;
+	if (ok && !same)
+		printf("# a: %.600s\n# b: %.600s\n", ca, cb);
+	free(ca);
+	free(cb);
+	return same;
+}
+
+static bool
+diff_key(const cJSON *a, const cJSON *b)
+{
+	KcDigest ka, kb;
+	return key_of(a, &ka, NULL) && key_of(b, &kb, NULL) && memcmp(&ka, &kb, sizeof ka) != 0;
+}
+
+/* ---- mutations ------------------------------------------------------------ */
+
+/* Rename every tensor_name consistently (t_<old>_r). */
+static void
+rename_all(cJSON *j)
+{
+	for (cJSON *c = j->child; c; c = c->next) {
+		if (c->string && strcmp(c->string, "tensor_name") == 0 && cJSON_IsString(c)) {
+			char buf[512];
+			snprintf(buf, sizeof buf, "t_%s_r", c->valuestring);
+			cJSON_SetValuestring(c, buf);
+		}
+		rename_all(c);
+	}
+}
+
+/* Reverse the member order of every object and the entries of every attr
+ * list (both are unordered in the format). */
+static void
+reverse_keys(cJSON *j)
+{
+	for (cJSON *c = j->child; c; c = c->next)
+		reverse_keys(c);
+	bool is_attr = cJSON_IsArray(j) && j->string && strcmp(j->string, "attr") == 0;
+	if (!cJSON_IsObject(j) && !is_attr)
+		return;
+	cJSON *items[4096];
+	int n = 0;
+	while (j->child && n < 4096)
+		items[n++] = cJSON_DetachItemViaPointer(j, j->child);
+	while (n > 0)
+		cJSON_AddItemToArray(j, items[--n]);
+}
+
+/* Add noise keys at the top and per op, and a noise attr to every op. */
+static void
+add_noise(cJSON *j)
+{
+	jset(j, "/composite_graph", "'999.1'");
+	jset(j, "/id", "12345");
+	jset(j, "/op", "'Fused_renamed_kernel_1'");
+	jset(j, "/platform", "'AKG_V2'");
+	jset(j, "/node_name", "'Default/fused'");
+	jset(j, "/op_full_name", "'Fused_whatever'");
+	cJSON *ops = cJSON_GetObjectItemCaseSensitive(j, "op_desc");
+	for (cJSON *o = ops ? ops->child : NULL; o; o = o->next) {
+		cJSON_DeleteItemFromObjectCaseSensitive(o, "ptr_address");
+		cJSON_AddStringToObject(o, "ptr_address", "Default/Op-op77");
+		cJSON *attr = cJSON_GetObjectItemCaseSensitive(o, "attr");
+		if (!cJSON_IsArray(attr)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(o, "attr");
+			attr = cJSON_AddArrayToObject(o, "attr");
+		}
+		cJSON_AddItemToArray(attr,
+		                     jq("{'data_type':'bool','name':'visited','value':true}"));
+		cJSON_AddItemToArray(attr, jq("{'name':'fake_output','value':false}"));
+	}
+}
+
+static const char *
+out_name(const cJSON *op)
+{
+	const cJSON *od = cJSON_GetObjectItemCaseSensitive(op, "output_desc");
+	const cJSON *t =
+	    od && od->child ? cJSON_GetObjectItemCaseSensitive(od->child, "tensor_name") : NULL;
+	return cJSON_IsString(t) ? t->valuestring : "";
+}
+
+static bool
+uses(const cJSON *op, const char *name)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(op, "input_desc");
+	for (const cJSON *l = id ? id->child : NULL; l; l = l->next)
+		for (const cJSON *d = l->child; d; d = d->next) {
+			const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "tensor_name");
+			if (cJSON_IsString(t) && strcmp(t->valuestring, name) == 0 &&
+			    !cJSON_GetObjectItemCaseSensitive(d, "value"))
+				return true;
+		}
+	return false;
+}
+
+/* Swap items i and j of array arr. */
+static void
+swap_items(cJSON *arr, int i, int j)
+{
+	cJSON *a = cJSON_Duplicate(cJSON_GetArrayItem(arr, i), 1);
+	cJSON *b = cJSON_Duplicate(cJSON_GetArrayItem(arr, j), 1);
+	cJSON_ReplaceItemInArray(arr, i, b);
+	cJSON_ReplaceItemInArray(arr, j, a);
+}
+
+/* Swap the first adjacent pair of independent ops; false if none. */
+static bool
+swap_independent(cJSON *j)
+{
+	cJSON *ops = cJSON_GetObjectItemCaseSensitive(j, "op_desc");
+	int n = cJSON_GetArraySize(ops);
+	for (int i = 0; i + 1 < n; i++) {
+		cJSON *a = cJSON_GetArrayItem(ops, i), *b = cJSON_GetArrayItem(ops, i + 1);
+		if (!uses(b, out_name(a))) {
+			cJSON *da = cJSON_Duplicate(a, 1), *db = cJSON_Duplicate(b, 1);
+			cJSON_ReplaceItemInArray(ops, i, db);
+			cJSON_ReplaceItemInArray(ops, i + 1, da);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Bump the first float constant by 1; false if there is none. */
+static bool
+bump_const(cJSON *j)
+{
+	cJSON *ops = cJSON_GetObjectItemCaseSensitive(j, "op_desc");
+	for (cJSON *o = ops ? ops->child : NULL; o; o = o->next) {
+		cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "input_desc");
+		for (cJSON *l = id ? id->child : NULL; l; l = l->next)
+			for (cJSON *d = l->child; d; d = d->next) {
+				cJSON *v = cJSON_GetObjectItemCaseSensitive(d, "value");
+				const char *dt = jat(d, "/data_type", NULL, NULL)
+				                     ? jat(d, "/data_type", NULL, NULL)->valuestring
+				                     : "";
+				if (cJSON_IsNumber(v) && strncmp(dt, "float", 5) == 0) {
+					cJSON_SetNumberValue(v, v->valuedouble + 1);
+					return true;
+				}
+			}
+	}
+	return false;
+}
+
+static void
+test_corpus(void)
+{
+	const char *dir = t_corpus_dir();
+	if (!dir) {
+		t_skip("corpus not found");
+		return;
+	}
+	DIR *dp = opendir(dir);
+	if (!dp) {
+		t_skip("corpus unreadable");
+		return;
+	}
+	struct dirent *de;
+	int nfiles = 0, nswap = 0, nbump = 0;
+	while ((de = readdir(dp)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[4096];
+		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+		size_t len;
+		char *txt = read_file(path, &len);
+		cJSON *orig = txt ? cJSON_ParseWithLength(txt, len) : NULL;
+		free(txt);
+		KcDigest k;
+		if (!orig)
+			continue;
+		/* only files the parser accepts */
+		char *s = cJSON_PrintUnformatted(orig);
+		CompileCtx *c = compile_ctx_new();
+		KcGraph *g = NULL;
+		KcErr err = {0};
+		bool parses = kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK;
+		compile_ctx_free(c);
+		free(s);
+		if (!parses) {
+			cJSON_Delete(orig);
+			continue;
+		}
+		nfiles++;
+		OKF(key_of(orig, &k, NULL), "%s", de->d_name);
+		cJSON *m = cJSON_Duplicate(orig, 1);
+		rename_all(m);
+		OKF(same_key(orig, m), "%s: renaming changed the key", de->d_name);
+		reverse_keys(m);
+		OKF(same_key(orig, m), "%s: key/attr order changed the key", de->d_name);
+		add_noise(m);
+		OKF(same_key(orig, m), "%s: noise changed the key", de->d_name);
+		if (swap_independent(m)) {
+			nswap++;
+			OKF(same_key(orig, m), "%s: reordering independent ops changed the key",
+			    de->d_name);
+		}
+		cJSON_Delete(m);
+		m = cJSON_Duplicate(orig, 1);
+		if (bump_const(m)) {
+			nbump++;
+			OKF(diff_key(orig, m), "%s: a changed constant kept the key", de->d_name);
+		}
+		cJSON_Delete(m);
+		cJSON_Delete(orig);
+	}
+	closedir(dp);
+	printf("# %d corpus files, %d with independent ops swapped, %d with a constant bumped\n",
+	       nfiles, nswap, nbump);
+	OK(nfiles >= 10 && nswap >= 1 && nbump >= 1);
+}
+
+/* ---- hand-written graphs ---------------------------------------------------
+ * a[16,768], b[16,768]: t = Sub(a, b); u = Mul(a, 0.9); outputs t, u. */
+static const char small[] =
+    "{'op':'k','process':'cpu','input_desc':[[{'data_type':'float32','shape':[16,768],"
+    "'tensor_name':'a'}],[{'data_type':'float32','shape':[16,768],'tensor_name':'b'}]],"
+    "'output_desc':[{'data_type':'float32','shape':[16,768],'tensor_name':'t'},"
+    "{'data_type':'float32','shape':[16,768],'tensor_name':'u'}],"
+    "'op_desc':[{'name':'Sub','attr':null,'input_desc':[[{'data_type':'float32','shape':[16,768],"
+    "'tensor_name':'a'}],[{'data_type':'float32','shape':[16,768],'tensor_name':'b'}]],"
+    "'output_desc':[{'data_type':'float32','shape':[16,768],'tensor_name':'t'}]},"
+    "{'name':'Mul','attr':null,'input_desc':[[{'data_type':'float32','shape':[16,768],"
+    "'tensor_name':'a'}],[{'data_type':'float32','shape':[1],'tensor_name':'c','value':0.9}]],"
+    "'output_desc':[{'data_type':'float32','shape':[16,768],'tensor_name':'u'}]}]}";
+
+/* `small` with every occurrence of `from` replaced by `to` (' quoting). */
+static cJSON *
+small_with(const char *from, const char *to)
+{
+	KcBuf b = {0};
+	const char *p = small;
+	size_t fl = from ? strlen(from) : 0;
+	const char *q;
+	while (fl && (q = strstr(p, from)) != NULL) {
+		kc_buf_append(&b, p, (size_t)(q - p));
+		kc_buf_puts(&b, to);
+		p = q + fl;
+	}
+	kc_buf_puts(&b, p);
+	cJSON *j = jq(b.data);
+	kc_buf_free(&b);
+	return j;
+}
+
+static void
+test_small(void)
+{
+	cJSON *a = small_with(NULL, NULL), *m;
+	char *canon = NULL;
+	KcDigest k;
+	OK(key_of(a, &k, &canon));
+	printf("# %s\n", canon);
+	cJSON *cj = canon ? cJSON_Parse(canon) : NULL;
+	OK(cj != NULL && canon && strncmp(canon, "{\"kcs_workload\":1,", 18) == 0);
+	OK(canon && strstr(canon, "\"c:float32:0x1.ccccccp-1\"") != NULL);
+	OK(canon && strstr(canon, "\"outputs\":[\"n0.0\",\"n1.0\"]") != NULL);
+	cJSON_Delete(cj);
+	free(canon);
+
+	/* invariant */
+	m = small_with("0.9}", "0.8999999761581421}");
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+	m = small_with("0.9}", "0.89999999}"); /* rounds to the same float32 */
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+	m = small_with("'tensor_name':'a'", "'tensor_name':'x9'");
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+	m = cJSON_Duplicate(a, 1);
+	OK(swap_independent(m) && same_key(a, m));
+	cJSON_Delete(m);
+	m = cJSON_Duplicate(a, 1);
+	reverse_keys(m);
+	add_noise(m);
+	jset(m, "/op_desc/0/attr", "[{'name':'b','value':1},{'name':'a','value':2}]");
+	OK(same_key(a, m));
+	jset(m, "/op_desc/0/attr", "[{'name':'a','value':2},{'name':'b','value':1}]");
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+	/* attr null vs absent */
+	m = cJSON_Duplicate(a, 1);
+	jdel(m, "/op_desc/0/attr");
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+	/* a dead op changes nothing */
+	m = cJSON_Duplicate(a, 1);
+	jset(m, "/op_desc/2",
+	     "{'name':'Neg','attr':null,'input_desc':[[{'data_type':'float32',"
+	     "'shape':[16,768],'tensor_name':'a'}]],'output_desc':[{'data_type':"
+	     "'float32','shape':[16,768],'tensor_name':'dead'}]}");
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+
+	/* sensitive */
+	m = small_with("0.9}", "0.91}");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	m = small_with("'Sub'", "'Add'");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	m = small_with("[16,768]", "[16,769]");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	m = small_with("[16,768]", "[768,16]");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	m = small_with("float32", "float16");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	/* swap the two kernel inputs (their uses keep their names) */
+	m = cJSON_Duplicate(a, 1);
+	cJSON *in = cJSON_GetObjectItemCaseSensitive(m, "input_desc");
+	swap_items(in, 0, 1);
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	/* swap the outputs */
+	m = cJSON_Duplicate(a, 1);
+	cJSON *out = cJSON_GetObjectItemCaseSensitive(m, "output_desc");
+	swap_items(out, 0, 1);
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	/* swap the operands of the non-commutative Sub */
+	m = cJSON_Duplicate(a, 1);
+	cJSON *sin = jat(m, "/op_desc/0/input_desc", NULL, NULL);
+	swap_items(sin, 0, 1);
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	/* an extra (unused) kernel input changes the ABI, so the key */
+	m = cJSON_Duplicate(a, 1);
+	jset(m, "/input_desc/2", "[{'data_type':'float32','shape':[4],'tensor_name':'z'}]");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	/* pass-through output vs computed */
+	m = cJSON_Duplicate(a, 1);
+	jset(m, "/output_desc/1/tensor_name", "'a'");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	cJSON_Delete(a);
+}
+
+/* Constants: float16 spellings that round alike; ints; -0.0. */
+static void
+test_const_forms(void)
+{
+	static const char g16[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float16','shape':[4],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'float16','shape':[4],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'Add','attr':null,'input_desc':[[{'data_type':'float16','shape':[4]"
+	    ","
+	    "'tensor_name':'a'}],[{'data_type':'float16','shape':[1],'tensor_name':'c','value':0.1}"
+	    "]],"
+	    "'output_desc':[{'data_type':'float16','shape':[4],'tensor_name':'b'}]}]}";
+	cJSON *a = jq(g16), *m;
+	m = jq(g16), jset(m, "/op_desc/0/input_desc/1/0/value", "0.0999755859375");
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+	/* a float32 constant next to float16 converts to float16 */
+	m = jq(g16), jset(m, "/op_desc/0/input_desc/1/0/data_type", "'float32'");
+	OK(same_key(a, m));
+	cJSON_Delete(m);
+	m = jq(g16), jset(m, "/op_desc/0/input_desc/1/0/value", "0.1001");
+	OK(diff_key(a, m));
+	cJSON_Delete(m);
+	m = jq(g16), jset(m, "/op_desc/0/input_desc/1/0/value", "0");
+	cJSON *n = jq(g16);
+	jset(n, "/op_desc/0/input_desc/1/0/value", "-0.0");
+	OK(diff_key(m, n)); /* -0.0 and 0.0 differ in bits */
+	cJSON_Delete(m);
+	cJSON_Delete(n);
+	cJSON_Delete(a);
+}
+
+int
+main(void)
+{
+	t_sub("corpus invariance", test_corpus);
+	t_sub("hand-written graph", test_small);
+	t_sub("constant spellings", test_const_forms);
+	return t_done();
+}

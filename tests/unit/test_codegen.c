@@ -1,0 +1,1402 @@
+/* test_codegen.c - the backend end to end: composite JSON -> kc_parse ->
+ * kc_compile -> dlopen -> call (serially with rt == NULL and through a
+ * 3-thread pthread KcsRuntime) -> compare with scalar C references.
+ *
+ * Also: vector instructions in the IR/asm, schedule validation, a
+ * non-default schedule, aarch64 objects, math accuracy sweeps.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compiler.h"
+#include "t.h"
+
+/* ---- the kcs-cpu-v1 ABI, as a runtime sees it -------------------------- */
+typedef int32_t (*KcsTaskFn)(void *closure, int64_t task, int64_t ntasks);
+typedef struct KcsRuntime {
+	uint32_t version;
+	uint32_t reserved;
+	void *ctx;
+	int32_t (*parallel_for)(void *ctx, KcsTaskFn fn, void *closure, int64_t ntasks);
+	void *(*alloc)(void *ctx, uint64_t bytes, uint64_t align);
+	void (*free)(void *ctx, void *p);
+	int64_t num_threads;
+} KcsRuntime;
+typedef int32_t (*KernelFn)(const KcsRuntime *rt, void *const *args, const int64_t *dims);
+
+typedef struct Job {
+	KcsTaskFn fn;
+	void *closure;
+	int64_t n;
+	atomic_llong next;
+	atomic_int result;
+} Job;
+
+static atomic_int pfor_calls; /* parallel regions opened with n > 1 */
+
+static void *
+worker(void *p)
+{
+	Job *j = p;
+	for (;;) {
+		long long t = atomic_fetch_add(&j->next, 1);
+		if (t >= j->n)
+			return NULL;
+		int32_t r = j->fn(j->closure, t, j->n);
+		int zero = 0;
+		if (r)
+			atomic_compare_exchange_strong(&j->result, &zero, r);
+	}
+}
+
+static int32_t
+pool_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t n)
+{
+	pthread_t th[3];
+	int nth = n < 3 ? (int)n : 3;
+	Job j = {fn, closure, n, 0, 0};
+	(void)ctx;
+	if (n > 1)
+		atomic_fetch_add(&pfor_calls, 1);
+	for (int i = 0; i < nth - 1; i++)
+		pthread_create(&th[i], NULL, worker, &j);
+	worker(&j);
+	for (int i = 0; i < nth - 1; i++)
+		pthread_join(th[i], NULL);
+	return atomic_load(&j.result);
+}
+
+static const KcsRuntime pool = {1, 0, NULL, pool_parallel_for, NULL, NULL, 3};
+
+/* ---- composite JSON builder ------------------------------------------------ */
+typedef struct G {
+	char ins[8192], ops[98304], outs[65536];
+	int nops;
+} G;
+
+static _Thread_local char pool_s[64][256]; /* per thread: concurrent_compiles */
+static _Thread_local int pool_i;
+
+/* A tensor operand: name, dtype, shape ("16,768"). */
+static const char *
+T(const char *name, const char *dt, const char *shape)
+{
+	char *s = pool_s[pool_i++ % 64];
+	snprintf(s, 256,
+	         "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"name\":\"x\",\"shape\":[%s],"
+	         "\"tensor_name\":\"%s\"}",
+	         dt, shape, name);
+	return s;
+}
+
+/* A scalar constant operand. */
+static const char *
+C(const char *value, const char *dt)
+{
+	char *s = pool_s[pool_i++ % 64];
+	snprintf(s, 256,
+	         "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"name\":\"x\",\"shape\":[1],"
+	         "\"tensor_name\":\"c%d\",\"value\":%s}",
+	         dt, pool_i, value);
+	return s;
+}
+
+static void
+g_in(G *g, const char *name, const char *dt, const char *shape)
+{
+	size_t n = strlen(g->ins);
+	snprintf(g->ins + n, sizeof g->ins - n, "%s[%s]", n ? "," : "", T(name, dt, shape));
+}
+
+static void
+g_out(G *g, const char *name, const char *dt, const char *shape)
+{
+	size_t n = strlen(g->outs);
+	snprintf(g->outs + n, sizeof g->outs - n, "%s%s", n ? "," : "", T(name, dt, shape));
+}
+
+/* op(name, out tensor, out dtype, out shape, operands...) */
+static void
+g_op(G *g, const char *op, const char *out, const char *dt, const char *shape, int nin,
+     const char *a, const char *b, const char *c)
+{
+	const char *in[3] = {a, b, c};
+	size_t n = strlen(g->ops);
+	n +=
+	    (size_t)snprintf(g->ops + n, sizeof g->ops - n,
+	                     "%s{\"attr\":null,\"impl_path\":\"\",\"name\":\"%s\",\"input_desc\":[",
+	                     n ? "," : "", op);
+	for (int i = 0; i < nin; i++)
+		n += (size_t)snprintf(g->ops + n, sizeof g->ops - n, "%s[%s]", i ? "," : "", in[i]);
+	snprintf(g->ops + n, sizeof g->ops - n, "],\"output_desc\":[%s]}", T(out, dt, shape));
+}
+
+static char *
+g_json(const G *g, const char *name)
+{
+	size_t cap = 180000;
+	char *s = malloc(cap);
+	snprintf(s, cap,
+	         "{\"composite\":true,\"op\":\"%s\",\"process\":\"cpu\",\"input_desc\":%s%s%s,"
+	         "\"output_desc\":[%s],\"op_desc\":[%s]}",
+	         name, g->ins[0] ? "[" : "null", g->ins, g->ins[0] ? "]" : "", g->outs, g->ops);
+	return s;
+}
+
+/* ---- compile and load ------------------------------------------------------ */
+typedef struct K {
+	void *dl;
+	KernelFn fn;
+	KcArtifact art;
+	KcBuf dump;
+	KcStatus st;
+	KcErr err;
+} K;
+
+static KcTarget host;
+
+static bool
+build(K *k, const G *g, const char *name, const KcTarget *t, const char *knobs, bool dlopen_it)
+{
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *gr = NULL;
+	KcSchedule *s = NULL;
+	KcLimits lim = {0};
+	KcCompileOptions o = {0};
+	char *json = g_json(g, name);
+	bool ok = false;
+
+	memset(k, 0, sizeof *k);
+	o.want_ir = true;
+	o.verify = true;
+	o.dump = &k->dump;
+	k->st = kc_parse(c, json, strlen(json), &lim, &gr, &k->err);
+	if (k->st) {
+		printf("# parse: %s at %s: %s\n", kc_status_code(k->st), k->err.where, k->err.msg);
+		goto done;
+	}
+	if (knobs) {
+		k->st = kc_schedule_from_json(c, gr, t, "injective", knobs, &s, &k->err);
+		if (k->st)
+			goto done;
+	} else {
+		s = kc_schedule_default(c, gr, t);
+	}
+	k->st = kc_compile(c, gr, t, s, &o, &k->art, &k->err);
+	if (k->st) {
+		printf("# compile: %s at %s: %s\n", kc_status_code(k->st), k->err.where,
+		       k->err.msg);
+		goto done;
+	}
+	ok = true;
+	if (dlopen_it) {
+		char path[] = "/tmp/test_codegen_XXXXXX.so";
+		int fd = mkstemps(path, 3);
+		ok = fd >= 0 &&
+		     write(fd, k->art.object, k->art.object_len) == (ssize_t)k->art.object_len;
+		close(fd);
+		k->dl = ok ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+		unlink(path);
+		if (!k->dl)
+			printf("# dlopen: %s\n", dlerror());
+		k->fn = k->dl ? (KernelFn)(uintptr_t)dlsym(k->dl, k->art.symbol) : NULL;
+		ok = k->fn != NULL;
+	}
+done:
+	free(json);
+	compile_ctx_free(c);
+	return ok;
+}
+
+static void
+unload(K *k)
+{
+	if (k->dl)
+		dlclose(k->dl);
+	kc_artifact_free(&k->art);
+	kc_buf_free(&k->dump);
+}
+
+/* Runs serially and with the pool; outputs of the pooled run go to outs2. */
+static bool
+run2(K *k, void **args, int nin, void **outs2, const size_t *out_bytes, int nout)
+{
+	void *a2[16];
+	memcpy(a2, args, sizeof(void *) * (size_t)nin);
+	for (int i = 0; i < nout; i++)
+		a2[nin + i] = outs2[i];
+	int r1 = k->fn(NULL, args, NULL);
+	int r2 = k->fn(&pool, a2, NULL);
+	bool same = true;
+	for (int i = 0; i < nout; i++)
+		same = same && memcmp(args[nin + i], outs2[i], out_bytes[i]) == 0;
+	return r1 == 0 && r2 == 0 && same;
+}
+
+static float *
+frand(size_t n, float lo, float hi, unsigned seed)
+{
+	float *p = malloc(sizeof(float) * (n ? n : 1));
+	srand(seed);
+	for (size_t i = 0; i < n; i++)
+		p[i] = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
+	return p;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void
+chain_sizes(void)
+{
+	static const int sizes[] = {1, 7, 1023, 100003};
+	for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+		int n = sizes[si];
+		char sh[32];
+		G g = {0};
+		K k;
+		snprintf(sh, sizeof sh, "%d", n);
+		g_in(&g, "a", "float32", sh);
+		g_in(&g, "b", "float32", sh);
+		g_op(&g, "Mul", "t1", "float32", sh, 2, T("a", "float32", sh),
+		     T("b", "float32", sh), NULL);
+		g_op(&g, "Add", "t2", "float32", sh, 2, T("t1", "float32", sh), C("0.5", "float32"),
+		     NULL);
+		g_op(&g, "Maximum", "t3", "float32", sh, 2, T("t2", "float32", sh),
+		     T("a", "float32", sh), NULL);
+		g_op(&g, "Sub", "t4", "float32", sh, 2, T("t3", "float32", sh),
+		     T("b", "float32", sh), NULL);
+		g_out(&g, "t4", "float32", sh);
+		OK(build(&k, &g, "Fused_Mul_Add_Max_Sub", &host, NULL, true));
+		if (!k.fn)
+			continue;
+		float *a = frand((size_t)n, -2, 2, 1), *b = frand((size_t)n, -2, 2, 2);
+		float *o1 = calloc((size_t)n, 4), *o2 = calloc((size_t)n, 4);
+		void *args[] = {a, b, o1};
+		size_t ob = (size_t)n * 4;
+		int before = atomic_load(&pfor_calls);
+		OKF(run2(&k, args, 2, (void **)&o2, &ob, 1), "n=%d", n);
+		if (n == 100003)
+			OKF(atomic_load(&pfor_calls) > before, "100003 elements ran in parallel");
+		int bad = 0;
+		for (int i = 0; i < n; i++) {
+			float t = a[i] * b[i] + 0.5f;
+			float r = (t > a[i] ? t : a[i]) - b[i];
+			bad += o1[i] != r;
+		}
+		OKF(bad == 0, "n=%d: %d mismatches", n, bad);
+		/* a same-shape chain is one flat loop */
+		const char *low = strstr(k.dump.data, "== lower ==");
+		const char *sch = strstr(k.dump.data, "== schedule ==");
+		int loops = 0;
+		for (const char *p = low; p && p < sch && (p = strstr(p, " for v")); p++)
+			if (p < sch)
+				loops++;
+		OKF(loops == 1, "n=%d: %d loops", n, loops);
+		OK(strstr(k.dump.data, "== emit-llvm ==") && strstr(k.dump.data, "== link =="));
+		free(a), free(b), free(o1), free(o2);
+		unload(&k);
+	}
+}
+
+static void
+broadcast_rows(void)
+{
+	G g = {0};
+	K k;
+	g_in(&g, "x", "float32", "16,768");
+	g_in(&g, "bias", "float32", "768");
+	g_op(&g, "Add", "y", "float32", "16,768", 2, T("x", "float32", "16,768"),
+	     T("bias", "float32", "768"), NULL);
+	g_out(&g, "y", "float32", "16,768");
+	OK(build(&k, &g, "Fused_BiasAdd", &host, NULL, true));
+	if (!k.fn)
+		return;
+	const char *low = strstr(k.dump.data, "== lower ==");
+	const char *sch = strstr(k.dump.data, "== schedule ==");
+	int loops = 0;
+	for (const char *p = low; p && (p = strstr(p, " for v")) && p < sch; p++)
+		loops++;
+	OKF(loops == 2, "[16,768]+[768] has %d loops", loops);
+	float *x = frand(16 * 768, -1, 1, 3), *bi = frand(768, -1, 1, 4);
+	float *o1 = calloc(16 * 768, 4), *o2 = calloc(16 * 768, 4);
+	void *args[] = {x, bi, o1};
+	size_t ob = 16 * 768 * 4;
+	OK(run2(&k, args, 2, (void **)&o2, &ob, 1));
+	int bad = 0;
+	for (int r = 0; r < 16; r++)
+		for (int c = 0; c < 768; c++)
+			bad += o1[r * 768 + c] != x[r * 768 + c] + bi[c];
+	OKF(bad == 0, "%d mismatches", bad);
+	free(x), free(bi), free(o1), free(o2);
+	unload(&k);
+}
+
+static void
+broadcast_outer(void)
+{
+	G g = {0};
+	K k;
+	g_in(&g, "a", "float32", "4,1");
+	g_in(&g, "b", "float32", "1,5");
+	g_op(&g, "Mul", "y", "float32", "4,5", 2, T("a", "float32", "4,1"),
+	     T("b", "float32", "1,5"), NULL);
+	g_op(&g, "Mul", "z", "float32", "4,5", 2, T("y", "float32", "4,5"), C("3", "float32"),
+	     NULL);
+	g_out(&g, "z", "float32", "4,5");
+	OK(build(&k, &g, "Fused_Outer", &host, NULL, true));
+	if (!k.fn)
+		return;
+	float a[4] = {1, 2, 3, 4}, b[5] = {0.5f, -1, 2, 8, 0.25f}, o1[20], o2[20];
+	void *args[] = {a, b, o1};
+	size_t ob = sizeof o1;
+	void *o2p = o2;
+	OK(run2(&k, args, 2, &o2p, &ob, 1));
+	int bad = 0;
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 5; j++)
+			bad += o1[i * 5 + j] != a[i] * b[j] * 3;
+	OKF(bad == 0, "%d mismatches", bad);
+	unload(&k);
+}
+
+static void
+reshape_broadcast(void)
+{
+	G g = {0};
+	K k;
+	/* x[2,3] + y[2,3] -> Reshape [3,2] -> * z[3,2]: stays one flat loop */
+	g_in(&g, "x", "float32", "2,3");
+	g_in(&g, "y", "float32", "2,3");
+	g_in(&g, "z", "float32", "3,2");
+	g_in(&g, "v", "float32", "6");
+	g_op(&g, "Add", "s", "float32", "2,3", 2, T("x", "float32", "2,3"),
+	     T("y", "float32", "2,3"), NULL);
+	g_op(&g, "Reshape", "r", "float32", "3,2", 1, T("s", "float32", "2,3"), NULL, NULL);
+	g_op(&g, "Mul", "m", "float32", "3,2", 2, T("r", "float32", "3,2"),
+	     T("z", "float32", "3,2"), NULL);
+	/* v[6] -> Reshape [2,3] -> BroadcastTo [4,2,3] */
+	g_op(&g, "Reshape", "vr", "float32", "2,3", 1, T("v", "float32", "6"), NULL, NULL);
+	g_op(&g, "BroadcastTo", "vb", "float32", "4,2,3", 1, T("vr", "float32", "2,3"), NULL, NULL);
+	g_out(&g, "m", "float32", "3,2");
+	g_out(&g, "vb", "float32", "4,2,3");
+	OK(build(&k, &g, "Fused_Reshape_BroadcastTo", &host,
+	         "{\"stages\":[{\"vector_width\":4},{\"unroll\":1,\"parallel_grain\":1}]}", true));
+	OK(strstr(k.dump.data, "vectorized(4)") != NULL);
+	if (!k.fn)
+		return;
+	const char *low = strstr(k.dump.data, "== lower ==");
+	const char *sch = strstr(k.dump.data, "== schedule ==");
+	bool divmod = false;
+	for (const char *p = low; p < sch; p++)
+		divmod |= (*p == '/' || *p == '%') && p[-1] == ' ' && p[1] == ' ';
+	OK(!divmod); /* no div/mod left in the lowered indices */
+	if (divmod)
+		printf("%.*s", (int)(sch - low), low);
+	float x[6], y[6], z[6], v[6], m1[6], m2[6], b1[24], b2[24];
+	for (int i = 0; i < 6; i++)
+		x[i] = (float)i, y[i] = (float)(10 * i), z[i] = (float)(i + 1) * 0.5f,
+		v[i] = (float)(100 + i);
+	void *args[] = {x, y, z, v, m1, b1};
+	void *o2[] = {m2, b2};
+	size_t ob[] = {sizeof m1, sizeof b1};
+	OK(run2(&k, args, 4, o2, ob, 2));
+	int bad = 0;
+	for (int i = 0; i < 6; i++)
+		bad += m1[i] != (x[i] + y[i]) * z[i];
+	for (int i = 0; i < 24; i++)
+		bad += b1[i] != v[i % 6];
+	OKF(bad == 0, "%d mismatches", bad);
+	unload(&k);
+}
+
+static void
+short_outer(void)
+{
+	/* [2,1] * [2,100000]: two loops (the broadcast blocks merging), the
+	 * outer one too short to split, so tasks share the inner one */
+	G g = {0};
+	K k;
+	enum { R = 2, N = 100000 };
+	g_in(&g, "s", "float32", "2,1");
+	g_in(&g, "x", "float32", "2,100000");
+	g_op(&g, "Mul", "y", "float32", "2,100000", 2, T("s", "float32", "2,1"),
+	     T("x", "float32", "2,100000"), NULL);
+	g_out(&g, "y", "float32", "2,100000");
+	OK(build(&k, &g, "Fused_Short_Outer", &host, NULL, true));
+	if (!k.fn)
+		return;
+	const char *sch = strstr(k.dump.data, "== schedule ==");
+	OK(sch && strstr(sch, "for v1 in 0..100000 parallel vectorized"));
+	float s[R] = {3, -0.5f}, *x = frand(R * N, -1, 1, 31);
+	float *o1 = malloc(sizeof(float) * R * N), *o2 = malloc(sizeof(float) * R * N);
+	void *args[] = {s, x, o1};
+	size_t ob = sizeof(float) * R * N;
+	int before = atomic_load(&pfor_calls);
+	OK(run2(&k, args, 2, (void **)&o2, &ob, 1));
+	OK(atomic_load(&pfor_calls) > before);
+	int bad = 0;
+	for (int r = 0; r < R; r++)
+		for (int i = 0; i < N; i++)
+			bad += o1[r * N + i] != s[r] * x[r * N + i];
+	OKF(bad == 0, "%d mismatches", bad);
+	free(x), free(o1), free(o2);
+	unload(&k);
+}
+
+__extension__ typedef _Float16 Half; /* GCC >= 12 on x86_64: the reference */
+
+static uint16_t
+f2h(float f)
+{
+	Half h = (Half)f;
+	uint16_t u;
+	memcpy(&u, &h, 2);
+	return u;
+}
+
+static float
+h2f(uint16_t u)
+{
+	Half h;
+	memcpy(&h, &u, 2);
+	return (float)h;
+}
+
+static void
+casts(void)
+{
+	G g = {0};
+	K k;
+	enum { N = 1031 };
+	char sh[16];
+	snprintf(sh, sizeof sh, "%d", N);
+	g_in(&g, "a", "float32", sh);
+	g_in(&g, "i", "int32", sh);
+	g_op(&g, "Cast", "h", "float16", sh, 1, T("a", "float32", sh), NULL, NULL);
+	g_op(&g, "Add", "h2", "float16", sh, 2, T("h", "float16", sh), T("h", "float16", sh), NULL);
+	g_op(&g, "Cast", "hi", "int32", sh, 1, T("h2", "float16", sh), NULL, NULL);
+	g_op(&g, "Cast", "ab", "bool", sh, 1, T("a", "float32", sh), NULL, NULL);
+	g_op(&g, "Cast", "if", "float32", sh, 1, T("i", "int32", sh), NULL, NULL);
+	g_op(&g, "Cast", "bf", "bfloat16", sh, 1, T("a", "float32", sh), NULL, NULL);
+	g_op(&g, "Cast", "bi", "int32", sh, 1, T("ab", "bool", sh), NULL, NULL);
+	g_out(&g, "h2", "float16", sh);
+	g_out(&g, "hi", "int32", sh);
+	g_out(&g, "ab", "bool", sh);
+	g_out(&g, "if", "float32", sh);
+	g_out(&g, "bf", "bfloat16", sh);
+	g_out(&g, "bi", "int32", sh);
+	OK(build(&k, &g, "Fused_Cast", &host, NULL, true));
+	if (!k.fn)
+		return;
+	float *a = frand(N, -70000, 70000, 5);
+	int32_t *iv = malloc(N * 4);
+	for (int j = 0; j < N; j++) {
+		if (j % 5 == 0)
+			a[j] = a[j] * 1e-9f; /* float16 subnormals and zero */
+		if (j % 7 == 0)
+			a[j] = 0;
+		if (j == 3)
+			a[j] = NAN;
+		if (j == 4)
+			a[j] = INFINITY;
+		iv[j] = (int32_t)(rand() - RAND_MAX / 2);
+	}
+	uint16_t h2[N], h2b[N], bf[N], bfb[N];
+	int32_t hi[N], hib[N], bi[N], bib[N];
+	uint8_t ab[N], abb[N];
+	float fi[N], fib[N];
+	void *args[] = {a, iv, h2, hi, ab, fi, bf, bi};
+	void *o2[] = {h2b, hib, abb, fib, bfb, bib};
+	size_t ob[] = {sizeof h2, sizeof hi, sizeof ab, sizeof fi, sizeof bf, sizeof bi};
+	OK(run2(&k, args, 2, o2, ob, 6));
+	int bad[6] = {0};
+	for (int j = 0; j < N; j++) {
+		float h = h2f(f2h(a[j]));
+		uint16_t r = f2h(h + h);
+		float rf = h2f(r);
+		bad[0] += !(h2[j] == r || (isnan(rf) && isnan(h2f(h2[j]))));
+		int32_t ri = isnan(rf)              ? 0
+		             : rf >= 2147483648.0f  ? INT32_MAX
+		             : rf <= -2147483648.0f ? INT32_MIN
+		                                    : (int32_t)rf;
+		bad[1] += hi[j] != ri;
+		bad[2] += ab[j] != (a[j] != 0);
+		bad[3] += fi[j] != (float)iv[j];
+		uint32_t u;
+		memcpy(&u, &a[j], 4);
+		uint16_t rb = isnan(a[j]) ? (uint16_t)((u >> 16) | 0x40)
+		                          : (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+		bad[4] += bf[j] != rb;
+		bad[5] += bi[j] != (a[j] != 0);
+	}
+	OKF(bad[0] == 0, "f16 add: %d", bad[0]);
+	OKF(bad[1] == 0, "f16->i32: %d", bad[1]);
+	OKF(bad[2] == 0, "f32->bool: %d", bad[2]);
+	OKF(bad[3] == 0, "i32->f32: %d", bad[3]);
+	OKF(bad[4] == 0, "f32->bf16: %d", bad[4]);
+	OKF(bad[5] == 0, "bool->i32: %d", bad[5]);
+	free(a), free(iv);
+	unload(&k);
+}
+
+static void
+double_rounding(void)
+{
+	/* 1 + 2^-11 + 2^-40 rounds up in float16, but to a tie (then down)
+	 * through float32 with round-to-nearest */
+	G g = {0};
+	K k;
+	g_in(&g, "d", "float64", "4");
+	g_in(&g, "i", "int32", "4");
+	g_op(&g, "Cast", "h", "float16", "4", 1, T("d", "float64", "4"), NULL, NULL);
+	g_op(&g, "Cast", "bf", "bfloat16", "4", 1, T("d", "float64", "4"), NULL, NULL);
+	g_op(&g, "Cast", "ib", "bfloat16", "4", 1, T("i", "int32", "4"), NULL, NULL);
+	g_out(&g, "h", "float16", "4");
+	g_out(&g, "bf", "bfloat16", "4");
+	g_out(&g, "ib", "bfloat16", "4");
+	OK(build(&k, &g, "Fused_Cast_Double", &host, NULL, true));
+	if (!k.fn)
+		return;
+	double d[4] = {1 + ldexp(1, -11) + ldexp(1, -40), -(1 + ldexp(1, -11) + ldexp(1, -40)),
+	               1 + ldexp(1, -8) + ldexp(1, -40), 65520.0};
+	int32_t iv[4] = {(1 << 24) + (1 << 16) + 1, -((1 << 24) + (1 << 16) + 1), 257, 3};
+	uint16_t h[4], bf[4], ib[4];
+	void *args[] = {d, iv, h, bf, ib};
+	OK(k.fn(NULL, args, NULL) == 0);
+	OKF(h[0] == 0x3c01 && h[1] == 0xbc01, "f64->f16 correctly rounded: %04x %04x", h[0], h[1]);
+	OKF(h[3] == 0x7c00, "65520 -> inf (%04x)", h[3]);
+	OKF(bf[2] == 0x3f81, "f64->bf16 correctly rounded: %04x", bf[2]);
+	OKF(ib[0] == 0x4b81 && ib[1] == 0xcb81, "i32->bf16 correctly rounded: %04x %04x", ib[0],
+	    ib[1]);
+	OK(ib[2] == 0x4380 && ib[3] == 0x4040);
+	unload(&k);
+}
+
+static void
+compare_select(void)
+{
+	G g = {0};
+	K k;
+	enum { N = 999 };
+	char sh[16];
+	snprintf(sh, sizeof sh, "%d", N);
+	g_in(&g, "a", "float32", sh);
+	g_in(&g, "b", "float32", sh);
+	g_in(&g, "i", "int32", sh);
+	g_in(&g, "j", "int32", sh);
+	g_op(&g, "Greater", "gt", "bool", sh, 2, T("a", "float32", sh), T("b", "float32", sh),
+	     NULL);
+	g_op(&g, "Select", "sel", "float32", sh, 3, T("gt", "bool", sh), T("a", "float32", sh),
+	     T("b", "float32", sh));
+	g_op(&g, "LessEqual", "le", "bool", sh, 2, T("i", "int32", sh), T("j", "int32", sh), NULL);
+	g_op(&g, "LogicalAnd", "la", "bool", sh, 2, T("le", "bool", sh), T("gt", "bool", sh), NULL);
+	g_op(&g, "IsNan", "nan", "bool", sh, 1, T("a", "float32", sh), NULL, NULL);
+	g_op(&g, "LogicalOr", "lo", "bool", sh, 2, T("la", "bool", sh), T("nan", "bool", sh), NULL);
+	g_op(&g, "Div", "dv", "int32", sh, 2, T("i", "int32", sh), T("j", "int32", sh), NULL);
+	g_op(&g, "Minimum", "mn", "float32", sh, 2, T("a", "float32", sh), T("b", "float32", sh),
+	     NULL);
+	g_op(&g, "Round", "rd", "float32", sh, 1, T("a", "float32", sh), NULL, NULL);
+	g_op(&g, "Sign", "sg", "int32", sh, 1, T("i", "int32", sh), NULL, NULL);
+	g_out(&g, "sel", "float32", sh);
+	g_out(&g, "lo", "bool", sh);
+	g_out(&g, "dv", "int32", sh);
+	g_out(&g, "mn", "float32", sh);
+	g_out(&g, "rd", "float32", sh);
+	g_out(&g, "sg", "int32", sh);
+	OK(build(&k, &g, "Fused_Cmp_Select", &host, NULL, true));
+	if (!k.fn)
+		return;
+	float *a = frand(N, -3, 3, 7), *b = frand(N, -3, 3, 8);
+	int32_t iv[N], jv[N];
+	for (int x = 0; x < N; x++) {
+		iv[x] = rand() % 200 - 100;
+		jv[x] = rand() % 11 - 5;
+		if (x % 9 == 0)
+			a[x] = (float)(x % 7) - 3.5f; /* ties for Round */
+	}
+	a[5] = NAN;
+	b[6] = NAN;
+	iv[7] = INT32_MIN, jv[7] = -1;
+	iv[8] = 5, jv[8] = 0;
+	float sel[N], sel2[N], mn[N], mn2[N], rd[N], rd2[N];
+	uint8_t lo[N], lo2[N];
+	int32_t dv[N], dv2[N], sg[N], sg2[N];
+	void *args[] = {a, b, iv, jv, sel, lo, dv, mn, rd, sg};
+	void *o2[] = {sel2, lo2, dv2, mn2, rd2, sg2};
+	size_t ob[] = {sizeof sel, sizeof lo, sizeof dv, sizeof mn, sizeof rd, sizeof sg};
+	OK(run2(&k, args, 4, o2, ob, 6));
+	int bad = 0, badnan = 0;
+	for (int x = 0; x < N; x++) {
+		bool gt = a[x] > b[x];
+		float s = gt ? a[x] : b[x];
+		bad += !(sel[x] == s || (isnan(s) && isnan(sel[x])));
+		bad += lo[x] != (((iv[x] <= jv[x]) && gt) || isnan(a[x]));
+		int32_t d = jv[x] == 0    ? 0
+		            : jv[x] == -1 ? (int32_t)(0u - (uint32_t)iv[x])
+		                          : iv[x] / jv[x];
+		bad += dv[x] != d;
+		float m = (isnan(a[x]) || isnan(b[x])) ? NAN : (a[x] < b[x] ? a[x] : b[x]);
+		badnan += !(mn[x] == m || (isnan(m) && isnan(mn[x])));
+		bad += !(rd[x] == roundf(a[x]) || isnan(a[x]));
+		bad += sg[x] != (iv[x] > 0) - (iv[x] < 0);
+	}
+	OKF(bad == 0, "%d mismatches", bad);
+	OKF(badnan == 0, "Minimum propagates NaN (%d)", badnan);
+	free(a), free(b);
+	unload(&k);
+}
+
+/* max relative error of a unary op over [lo, hi] against a double ref */
+static double
+sweep1(const char *op, double (*ref)(double), double lo, double hi, bool logspace, bool f64)
+{
+	G g = {0};
+	K k;
+	enum { N = 20000 };
+	const char *dt = f64 ? "float64" : "float32";
+	g_in(&g, "x", dt, "20000");
+	g_op(&g, op, "y", dt, "20000", 1, T("x", dt, "20000"), NULL, NULL);
+	g_out(&g, "y", dt, "20000");
+	char nm[64];
+	snprintf(nm, sizeof nm, "Fused_%s_%s", op, dt);
+	if (!build(&k, &g, nm, &host, NULL, true))
+		return 1e9;
+	double worst = 0;
+	float *xf = malloc(N * 4), *yf = malloc(N * 4);
+	double *xd = malloc(N * 8), *yd = malloc(N * 8);
+	for (int i = 0; i < N; i++) {
+		double t = (double)i / (N - 1);
+		double x = logspace ? exp(log(lo) + t * (log(hi) - log(lo))) : lo + t * (hi - lo);
+		xf[i] = (float)x;
+		xd[i] = x;
+	}
+	void *args[] = {f64 ? (void *)xd : (void *)xf, f64 ? (void *)yd : (void *)yf};
+	OK(k.fn(&pool, args, NULL) == 0);
+	for (int i = 0; i < N; i++) {
+		double x = f64 ? xd[i] : (double)xf[i];
+		double r = ref(x), got = f64 ? yd[i] : (double)yf[i];
+		double e = fabs(got - r) / fmax(fabs(r), 1e-300);
+		if (r == 0 && got == 0)
+			e = 0;
+		if (isnan(e) || e > worst) {
+			worst = isnan(e) ? 1e9 : e;
+			if (isnan(e))
+				printf("# %s(%g) = %g, want %g\n", op, x, got, r);
+		}
+	}
+	free(xf), free(yf), free(xd), free(yd);
+	unload(&k);
+	return worst;
+}
+
+static void
+math_accuracy(void)
+{
+	double e;
+	e = sweep1("Exp", exp, -87, 88, false, false);
+	OKF(e < 1e-5, "exp f32 rel err %g", e);
+	e = sweep1("Exp", exp, -700, 700, false, true);
+	OKF(e < 1e-13, "exp f64 rel err %g", e);
+	e = sweep1("Log", log, 1e-30, 1e30, true, false);
+	OKF(e < 1e-5, "log f32 rel err %g", e);
+	e = sweep1("Log", log, 0.5, 2.0, false, false);
+	OKF(e < 1e-5, "log f32 near 1 rel err %g", e);
+	e = sweep1("Log", log, 1e-300, 1e30, true, true);
+	OKF(e < 1e-13, "log f64 rel err %g", e);
+	e = sweep1("Tanh", tanh, -10, 10, false, false);
+	OKF(e < 1e-5, "tanh f32 rel err %g", e);
+	e = sweep1("Tanh", tanh, 1e-6, 0.3, true, false);
+	OKF(e < 1e-5, "tanh f32 small rel err %g", e);
+	e = sweep1("Erf", erf, -5, 5, false, false);
+	OKF(e < 1e-5, "erf f32 rel err %g", e);
+	e = sweep1("Erf", erf, 1e-6, 0.6, true, false);
+	OKF(e < 1e-5, "erf f32 small rel err %g", e);
+	e = sweep1("Erf", erf, -7, 7, false, true);
+	OKF(e < 1e-13, "erf f64 rel err %g", e);
+	e = sweep1("Erf", erf, 1e-8, 3, true, true);
+	OKF(e < 1e-13, "erf f64 small rel err %g", e);
+	e = sweep1("Tanh", tanh, -25, 25, false, true);
+	OKF(e < 1e-13, "tanh f64 rel err %g", e);
+	e = sweep1("Sqrt", sqrt, 0, 1e6, false, false);
+	OKF(e < 1e-7, "sqrt f32 rel err %g", e);
+}
+
+static void
+pow_cases(void)
+{
+	G g = {0};
+	K k;
+	enum { N = 4096 };
+	g_in(&g, "x", "float32", "4096");
+	g_in(&g, "y", "float32", "4096");
+	g_op(&g, "Pow", "p", "float32", "4096", 2, T("x", "float32", "4096"),
+	     T("y", "float32", "4096"), NULL);
+	g_out(&g, "p", "float32", "4096");
+	OK(build(&k, &g, "Fused_Pow", &host, NULL, true));
+	if (!k.fn)
+		return;
+	float *x = frand(N, 0.05f, 10, 11), *y = frand(N, -6, 6, 12), p[N];
+	static const float sx[] = {0, -0.0f, -2,  -2, -2,       1,         -1, 0,
+	                           2, -8,    NAN, 1,  INFINITY, -INFINITY, 3,  0.5f};
+	static const float sy[] = {2, 3,        3, 2,        0.5f, NAN, INFINITY,  -1,
+	                           0, 1.0f / 3, 0, INFINITY, -1,   3,   -INFINITY, INFINITY};
+	for (size_t i = 0; i < sizeof sx / sizeof sx[0]; i++)
+		x[i] = sx[i], y[i] = sy[i];
+	for (int i = 100; i < 200; i++)
+		x[i] = -x[i], y[i] = (float)(i % 9 - 4);
+	void *args[] = {x, y, p};
+	OK(k.fn(&pool, args, NULL) == 0);
+	double worst = 0;
+	int special = 0;
+	for (int i = 0; i < N; i++) {
+		double r = pow((double)x[i], (double)y[i]);
+		float rf = (float)r;
+		if (isnan(rf) || isinf(rf) || rf == 0) {
+			if (!((isnan(rf) && isnan(p[i])) ||
+			      (p[i] == rf && signbit(p[i]) == signbit(rf)))) {
+				special++;
+				printf("# pow(%g, %g) = %g, want %g\n", x[i], y[i], p[i], rf);
+			}
+			continue;
+		}
+		double e = fabs(p[i] - r) / fabs(r);
+		if (e > worst)
+			worst = e;
+	}
+	OKF(special == 0, "pow special cases: %d wrong", special);
+	OKF(worst < 1e-6, "pow f32 rel err %g", worst);
+	free(x), free(y);
+	unload(&k);
+}
+
+static void
+vector_code(void)
+{
+	KcTarget avx2;
+	KcErr err = {0};
+	G g = {0};
+	K k;
+	OK(kc_target_resolve("x86_64-haswell", &avx2, &err) == KC_OK);
+	g_in(&g, "a", "float32", "4096");
+	g_in(&g, "b", "float32", "4096");
+	g_op(&g, "Add", "c", "float32", "4096", 2, T("a", "float32", "4096"),
+	     T("b", "float32", "4096"), NULL);
+	g_op(&g, "Mul", "d", "float32", "4096", 2, T("c", "float32", "4096"),
+	     T("a", "float32", "4096"), NULL);
+	g_out(&g, "d", "float32", "4096");
+	OK(build(&k, &g, "Fused_Add_Mul", &avx2, NULL, false));
+	OKF(k.art.ir && strstr(k.art.ir, "<8 x float>"), "IR has <8 x float>");
+	KcBuf as = {0};
+	OK(k.art.ir && kc_ir_to_asm(k.art.ir, k.art.ir_len, &avx2, &as, &err) == KC_OK);
+	OKF(as.data && strstr(as.data, "ymm"), "asm uses ymm");
+	printf("# compile %.1f ms (link %.1f ms)\n", k.art.compile_ms, k.art.link_ms);
+	kc_buf_free(&as);
+	unload(&k);
+}
+
+static void
+schedules(void)
+{
+	static const char *bad[] = {
+	    "{\"vector_width\":3}",
+	    "{\"vector_width\":128}",
+	    "{\"unroll\":0}",
+	    "{\"vector_width\":8.5}",
+	    "{\"threads\":2}",
+	    "[1,2]",
+	    "{\"parallel_grain\":0}",
+	    "{\"unroll\":\"2\"}",
+	    "{\"vector_width\":4,\"vector_width\":8}",
+	    "not json",
+	    "{\"stages\":[{},{}]}",
+	    "{\"stages\":[{\"stages\":[]}]}",
+	    "{\"stages\":{}}",
+	    "{\"stages\":[{\"unroll\":99}]}",
+	};
+	CompileCtx *c = compile_ctx_new();
+	G g = {0};
+	KcGraph *gr = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	KcSchedule *s = NULL;
+	g_in(&g, "a", "float32", "100");
+	g_op(&g, "Exp", "e", "float32", "100", 1, T("a", "float32", "100"), NULL, NULL);
+	g_out(&g, "e", "float32", "100");
+	char *json = g_json(&g, "Fused_Exp");
+	OK(kc_parse(c, json, strlen(json), &lim, &gr, &err) == KC_OK);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		KcErr e = {0};
+		OKF(kc_schedule_from_json(c, gr, &host, "injective", bad[i], &s, &e) ==
+		        KC_BAD_SCHEDULE,
+		    "refused %s", bad[i]);
+	}
+	KcErr e = {0};
+	OK(kc_schedule_from_json(c, gr, &host, "matmul_blocked", "{}", &s, &e) == KC_BAD_SCHEDULE);
+	e = (KcErr){0};
+	OK(kc_schedule_from_json(c, gr, &host, "injective", "{\"vector_width\":4,\"unroll\":1}", &s,
+	                         &e) == KC_OK);
+	OK(s && strcmp(kc_schedule_knobs_json(s),
+	               "{\"parallel_grain\":16384,\"unroll\":1,\"vector_width\":4}") == 0);
+	KcSchedule *d = kc_schedule_default(c, gr, &host), *s2 = NULL;
+	e = (KcErr){0};
+	OK(kc_schedule_from_json(c, gr, &host, "injective", "{\"stages\":[{}]}", &s2, &e) == KC_OK);
+	OK(s2 && strcmp(kc_schedule_knobs_json(s2), kc_schedule_knobs_json(d)) == 0);
+	e = (KcErr){0};
+	OK(kc_schedule_from_json(c, gr, &host, "injective",
+	                         "{\"unroll\":1,\"stages\":[{\"unroll\":4}]}", &s2, &e) == KC_OK);
+	OKF(s2 && strstr(kc_schedule_knobs_json(s2),
+	                 "\"stages\":[{\"parallel_grain\":16384,\"unroll\":4,"),
+	    "%s", s2 ? kc_schedule_knobs_json(s2) : "");
+	KcDigest wk = {{1}}, k1, k2;
+	kc_kernel_id(&wk, &host, s, "b", &k1);
+	kc_kernel_id(&wk, &host, d, "b", &k2);
+	OK(memcmp(&k1, &k2, sizeof k1) != 0);
+	free(json);
+	compile_ctx_free(c);
+
+	/* the non-default schedule computes the same */
+	G g2 = {0};
+	K k1k, k2k;
+	g_in(&g2, "a", "float32", "5003");
+	g_op(&g2, "Tanh", "t", "float32", "5003", 1, T("a", "float32", "5003"), NULL, NULL);
+	g_op(&g2, "Mul", "m", "float32", "5003", 2, T("t", "float32", "5003"),
+	     T("a", "float32", "5003"), NULL);
+	g_out(&g2, "m", "float32", "5003");
+	OK(build(&k1k, &g2, "Fused_Tanh_Mul", &host, NULL, true));
+	OK(build(&k2k, &g2, "Fused_Tanh_Mul", &host,
+	         "{\"vector_width\":4,\"unroll\":1,\"parallel_grain\":100}", true));
+	if (k1k.fn && k2k.fn) {
+		float *a = frand(5003, -4, 4, 13), *o1 = calloc(5003, 4), *o2 = calloc(5003, 4);
+		void *a1[] = {a, o1}, *a2[] = {a, o2};
+		OK(k1k.fn(NULL, a1, NULL) == 0 && k2k.fn(&pool, a2, NULL) == 0);
+		int diff = 0;
+		for (int i = 0; i < 5003; i++)
+			diff += fabsf(o1[i] - o2[i]) > 1e-6f * fabsf(o1[i]);
+		OKF(diff == 0, "%d differ", diff);
+		free(a), free(o1), free(o2);
+	}
+	unload(&k1k);
+	unload(&k2k);
+}
+
+static void
+aarch64(void)
+{
+	KcTarget t;
+	KcErr err = {0};
+	G g = {0};
+	K k;
+	OK(kc_target_resolve("aarch64", &t, &err) == KC_OK);
+	g_in(&g, "a", "float32", "1000");
+	g_op(&g, "Exp", "e", "float32", "1000", 1, T("a", "float32", "1000"), NULL, NULL);
+	g_op(&g, "Floor", "f", "float32", "1000", 1, T("e", "float32", "1000"), NULL, NULL);
+	g_out(&g, "f", "float32", "1000");
+	OK(build(&k, &g, "Fused_Exp_Floor", &t, NULL, false));
+	OK(k.art.object_len > sizeof(Elf64_Ehdr));
+	if (k.art.object_len > sizeof(Elf64_Ehdr)) {
+		const Elf64_Ehdr *h = (const Elf64_Ehdr *)(const void *)k.art.object;
+		OK(memcmp(h->e_ident, ELFMAG, SELFMAG) == 0);
+		OK(h->e_machine == EM_AARCH64);
+		OK(h->e_type == ET_DYN);
+	}
+	OK(k.art.ir && strstr(k.art.ir, "<4 x float>"));
+	unload(&k);
+}
+
+static void
+copy_and_const_outputs(void)
+{
+	G g = {0};
+	K k;
+	/* an output that is a kernel input, and a pure scalar graph */
+	g_in(&g, "a", "int64", "3,5");
+	g_in(&g, "s", "float32", "1");
+	g_op(&g, "Add", "n", "int64", "3,5", 2, T("a", "int64", "3,5"), C("7", "int64"), NULL);
+	g_op(&g, "Sqrt", "q", "float32", "1", 1, T("s", "float32", "1"), NULL, NULL);
+	g_out(&g, "a", "int64", "3,5");
+	g_out(&g, "n", "int64", "3,5");
+	g_out(&g, "q", "float32", "1");
+	OK(build(&k, &g, "Fused_Copy-Const.1", &host, NULL, true));
+	OK(strcmp(k.art.symbol, "Fused_Copy_Const_1_kernel") == 0);
+	if (!k.fn)
+		return;
+	int64_t a[15], c1[15], n1[15], c2[15], n2[15];
+	float s = 2.25f, q1, q2;
+	for (int i = 0; i < 15; i++)
+		a[i] = i * 1000000007LL;
+	void *args[] = {a, &s, c1, n1, &q1};
+	void *o2[] = {c2, n2, &q2};
+	size_t ob[] = {sizeof c1, sizeof n1, sizeof q1};
+	OK(run2(&k, args, 2, o2, ob, 3));
+	int bad = 0;
+	for (int i = 0; i < 15; i++)
+		bad += c1[i] != a[i] || n1[i] != a[i] + 7;
+	OK(bad == 0 && q1 == 1.5f);
+	unload(&k);
+}
+
+static void
+generic_x86(void)
+{
+	/* baseline x86-64 (no SSE4.1): floor/round may become libm calls */
+	KcTarget t;
+	KcErr err = {0};
+	G g = {0};
+	K k;
+	OK(kc_target_resolve("x86_64", &t, &err) == KC_OK);
+	g_in(&g, "a", "float32", "777");
+	g_op(&g, "Floor", "f", "float32", "777", 1, T("a", "float32", "777"), NULL, NULL);
+	g_op(&g, "Round", "r", "float32", "777", 1, T("f", "float32", "777"), NULL, NULL);
+	g_op(&g, "Add", "s", "float32", "777", 2, T("r", "float32", "777"),
+	     T("a", "float32", "777"), NULL);
+	g_out(&g, "s", "float32", "777");
+	OK(build(&k, &g, "Fused_Floor_generic", &t, NULL, true));
+	if (!k.fn)
+		return;
+	float *a = frand(777, -100, 100, 21), o1[777], o2[777];
+	void *args[] = {a, o1};
+	void *o2p = o2;
+	size_t ob = sizeof o1;
+	OK(run2(&k, args, 1, &o2p, &ob, 1));
+	int bad = 0;
+	for (int i = 0; i < 777; i++)
+		bad += o1[i] != floorf(a[i]) + a[i];
+	OKF(bad == 0, "%d mismatches", bad);
+	free(a);
+	unload(&k);
+}
+
+static void
+half_math(void)
+{
+	G g = {0};
+	K k;
+	enum { N = 2048 };
+	g_in(&g, "h", "float16", "2048");
+	g_op(&g, "Exp", "e", "float16", "2048", 1, T("h", "float16", "2048"), NULL, NULL);
+	g_op(&g, "Mul", "m", "float16", "2048", 2, T("e", "float16", "2048"),
+	     T("h", "float16", "2048"), NULL);
+	g_out(&g, "m", "float16", "2048");
+	OK(build(&k, &g, "Fused_Half_Exp", &host, NULL, true));
+	if (!k.fn)
+		return;
+	uint16_t h[N], m1[N], m2[N];
+	for (int i = 0; i < N; i++)
+		h[i] = f2h(-10.0f + 20.0f * (float)i / N);
+	void *args[] = {h, m1};
+	void *o2p = m2;
+	size_t ob = sizeof m1;
+	OK(run2(&k, args, 1, &o2p, &ob, 1));
+	int bad = 0;
+	for (int i = 0; i < N; i++) {
+		uint16_t e = f2h((float)exp((double)h2f(h[i])));
+		uint16_t r = f2h(h2f(e) * h2f(h[i]));
+		int d = (int)m1[i] - (int)r;
+		bad += d < -1 || d > 1; /* exp within 1 ulp of float16 */
+	}
+	OKF(bad == 0, "%d float16 results off by more than 1 ulp", bad);
+	unload(&k);
+}
+
+/* ---- every dtype to every dtype ------------------------------------------- */
+static const char *const dts[] = {"bool",    "int8",    "int16",   "int32",  "int64",
+                                  "uint8",   "uint16",  "uint32",  "uint64", "float16",
+                                  "float32", "float64", "bfloat16"};
+enum { NDT = 13, LANES = 8 };
+
+static int
+dt_bytes(int d)
+{
+	static const int b[NDT] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2};
+	return b[d];
+}
+
+static bool
+dt_float(int d)
+{
+	return d >= 9;
+}
+
+static bool
+dt_signed(int d)
+{
+	return d >= 1 && d <= 4;
+}
+
+static void
+put(int d, void *base, int i, double v)
+{
+	char *p = (char *)base + (size_t)i * (size_t)dt_bytes(d);
+	float f = (float)v;
+	uint32_t u;
+	switch (d) {
+	case 0: *(uint8_t *)p = v != 0; break;
+	case 1: *(int8_t *)p = (int8_t)v; break;
+	case 2: *(int16_t *)p = (int16_t)v; break;
+	case 3: *(int32_t *)p = (int32_t)v; break;
+	case 4: *(int64_t *)p = (int64_t)v; break;
+	case 5: *(uint8_t *)p = (uint8_t)v; break;
+	case 6: *(uint16_t *)p = (uint16_t)v; break;
+	case 7: *(uint32_t *)p = (uint32_t)v; break;
+	case 8: *(uint64_t *)p = (uint64_t)v; break;
+	case 9: *(uint16_t *)p = f2h(f); break;
+	case 10: *(float *)p = f; break;
+	case 11: *(double *)p = v; break;
+	default:
+		memcpy(&u, &f, 4);
+		*(uint16_t *)p = (uint16_t)(u >> 16);
+		break;
+	}
+}
+
+static double
+get(int d, const void *base, int i)
+{
+	const char *p = (const char *)base + (size_t)i * (size_t)dt_bytes(d);
+	uint32_t u;
+	float f;
+	switch (d) {
+	case 0: return *(const uint8_t *)p;
+	case 1: return *(const int8_t *)p;
+	case 2: return *(const int16_t *)p;
+	case 3: return *(const int32_t *)p;
+	case 4: return (double)*(const int64_t *)p;
+	case 5: return *(const uint8_t *)p;
+	case 6: return *(const uint16_t *)p;
+	case 7: return *(const uint32_t *)p;
+	case 8: return (double)*(const uint64_t *)p;
+	case 9: return h2f(*(const uint16_t *)p);
+	case 10: return *(const float *)p;
+	case 11: return *(const double *)p;
+	default:
+		u = (uint32_t) * (const uint16_t *)p << 16;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+}
+
+static double
+cast_ref(int from, int to, double v)
+{
+	if (to == 0)
+		return v != 0;
+	if (dt_float(to))
+		return v;
+	if (dt_float(from)) /* float -> int saturates (fptosi.sat) */
+		return !dt_signed(to) && v < 0 ? 0 : trunc(v);
+	if (v < 0 && !dt_signed(to)) { /* integer wrap-around */
+		int bits = 8 * dt_bytes(to);
+		return bits == 64 ? 18446744073709551616.0 + v : ldexp(1, bits) + v;
+	}
+	return v;
+}
+
+/* Undefined dynamic symbols of a shared object must all be libm names. */
+static int
+foreign_symbols(const unsigned char *so, size_t len)
+{
+	static const char *const ok[] = {"floorf",     "floor",     "roundf", "round", "truncf",
+	                                 "trunc",      "ceilf",     "ceil",   "rintf", "rint",
+	                                 "nearbyintf", "nearbyint", "fmaf",   "fma",   "sqrtf",
+	                                 "sqrt",       "fminf",     "fmaxf",  "fmin",  "fmax"};
+	const Elf64_Ehdr *eh = (const void *)so;
+	int bad = 0;
+	if (len < sizeof *eh || eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > len)
+		return -1;
+	const Elf64_Shdr *sh = (const void *)(so + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_DYNSYM)
+			continue;
+		const Elf64_Sym *sym = (const void *)(so + sh[i].sh_offset);
+		const char *str = (const char *)so + sh[sh[i].sh_link].sh_offset;
+		for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++) {
+			const char *name = str + sym[k].st_name;
+			if (sym[k].st_shndx != SHN_UNDEF || !*name)
+				continue;
+			bool fine = false;
+			for (size_t j = 0; j < sizeof ok / sizeof ok[0]; j++)
+				fine |= strcmp(name, ok[j]) == 0;
+			if (!fine) {
+				printf("# undefined symbol %s\n", name);
+				bad++;
+			}
+		}
+	}
+	return bad;
+}
+
+static void
+cast_matrix_on(const KcTarget *t, bool run)
+{
+	static const double vals[LANES] = {0, 1, 2, 7, 100, -3, 2.5, 1};
+	static G g;
+	K k;
+	char nm[16];
+	memset(&g, 0, sizeof g);
+	for (int a = 0; a < NDT; a++) {
+		snprintf(nm, sizeof nm, "i%d", a);
+		g_in(&g, nm, dts[a], "8");
+	}
+	for (int a = 0; a < NDT; a++)
+		for (int b = 0; b < NDT; b++) {
+			char in[16], out[16];
+			if (a == b)
+				continue;
+			snprintf(in, sizeof in, "i%d", a);
+			snprintf(out, sizeof out, "c%d_%d", a, b);
+			g_op(&g, "Cast", out, dts[b], "8", 1, T(in, dts[a], "8"), NULL, NULL);
+			g_out(&g, out, dts[b], "8");
+		}
+	OK(build(&k, &g, "Fused_Cast_Matrix", t, NULL, run));
+	OKF(k.art.object && foreign_symbols(k.art.object, k.art.object_len) == 0,
+	    "%s: only libm symbols undefined", t->name);
+	if (!run || !k.fn) {
+		unload(&k);
+		return;
+	}
+	void *args[NDT + NDT * NDT];
+	int na = 0;
+	for (int a = 0; a < NDT; a++) {
+		args[na] = calloc(LANES, 8);
+		for (int i = 0; i < LANES; i++) {
+			double v = vals[i];
+			if (a == 0)
+				v = v != 0;
+			else if (!dt_float(a))
+				v = (v < 0 && !dt_signed(a)) ? 3 : trunc(v);
+			put(a, args[na], i, v);
+		}
+		na++;
+	}
+	for (int a = 0; a < NDT; a++)
+		for (int b = 0; b < NDT; b++)
+			if (a != b)
+				args[na++] = calloc(LANES, 8);
+	OK(k.fn(&pool, args, NULL) == 0);
+	int bad = 0, o = NDT;
+	for (int a = 0; a < NDT; a++)
+		for (int b = 0; b < NDT; b++) {
+			if (a == b)
+				continue;
+			for (int i = 0; i < LANES; i++) {
+				double want = cast_ref(a, b, get(a, args[a], i));
+				double got = get(b, args[o], i);
+				if (got != want) {
+					if (bad++ < 5)
+						printf("# %s -> %s lane %d: %g, want %g\n", dts[a],
+						       dts[b], i, got, want);
+				}
+			}
+			o++;
+		}
+	OKF(bad == 0, "%d cast mismatches", bad);
+	for (int i = 0; i < na; i++)
+		free(args[i]);
+	unload(&k);
+}
+
+static void
+cast_matrix(void)
+{
+	KcTarget t;
+	KcErr err = {0};
+	cast_matrix_on(&host, true);
+	OK(kc_target_resolve("x86_64", &t, &err) == KC_OK);
+	cast_matrix_on(&t, true);
+	OK(kc_target_resolve("aarch64", &t, &err) == KC_OK);
+	cast_matrix_on(&t, false);
+}
+
+/* every op once, for the "needs nothing beyond libc/libm" check */
+static void
+all_ops_on(const KcTarget *t, bool run)
+{
+	static const char *const un[] = {"Exp",   "Log",        "Tanh",  "Erf",   "Sqrt",
+	                                 "Rsqrt", "Reciprocal", "Floor", "Round", "Sign",
+	                                 "Abs",   "Neg",        "Square"};
+	static const char *const bin[] = {"Pow", "Maximum", "Minimum", "RealDiv",
+	                                  "Div", "Add",     "Sub",     "Mul"};
+	static const char *const fdt[] = {"float16", "float32", "float64", "bfloat16"};
+	static G g;
+	K k;
+	char o[32];
+	memset(&g, 0, sizeof g);
+	for (int d = 0; d < 4; d++) {
+		char a[16], b[16];
+		snprintf(a, sizeof a, "a%d", d);
+		snprintf(b, sizeof b, "b%d", d);
+		g_in(&g, a, fdt[d], "67");
+		g_in(&g, b, fdt[d], "67");
+		for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+			snprintf(o, sizeof o, "u%d_%zu", d, i);
+			g_op(&g, un[i], o, fdt[d], "67", 1, T(a, fdt[d], "67"), NULL, NULL);
+			g_out(&g, o, fdt[d], "67");
+		}
+		for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+			snprintf(o, sizeof o, "b%d_%zu", d, i);
+			g_op(&g, bin[i], o, fdt[d], "67", 2, T(a, fdt[d], "67"), T(b, fdt[d], "67"),
+			     NULL);
+			g_out(&g, o, fdt[d], "67");
+		}
+	}
+	g_in(&g, "i", "int64", "67");
+	g_in(&g, "j", "uint32", "67");
+	g_op(&g, "Div", "di", "int64", "67", 2, T("i", "int64", "67"), T("i", "int64", "67"), NULL);
+	g_op(&g, "Div", "dj", "uint32", "67", 2, T("j", "uint32", "67"), T("j", "uint32", "67"),
+	     NULL);
+	g_op(&g, "Sign", "si", "int64", "67", 1, T("i", "int64", "67"), NULL, NULL);
+	g_op(&g, "Abs", "ai", "int64", "67", 1, T("i", "int64", "67"), NULL, NULL);
+	g_op(&g, "IsInf", "ii", "bool", "67", 1, T("a1", "float32", "67"), NULL, NULL);
+	g_op(&g, "IsFinite", "if", "bool", "67", 1, T("a2", "float64", "67"), NULL, NULL);
+	g_op(&g, "LogicalNot", "ln", "bool", "67", 1, T("ii", "bool", "67"), NULL, NULL);
+	g_op(&g, "NotEqual", "ne", "bool", "67", 2, T("a0", "float16", "67"),
+	     T("b0", "float16", "67"), NULL);
+	g_op(&g, "Equal", "eq", "bool", "67", 2, T("i", "int64", "67"), T("di", "int64", "67"),
+	     NULL);
+	g_op(&g, "GreaterEqual", "ge", "bool", "67", 2, T("j", "uint32", "67"),
+	     T("dj", "uint32", "67"), NULL);
+	g_op(&g, "Less", "lt", "bool", "67", 2, T("a3", "bfloat16", "67"),
+	     T("b3", "bfloat16", "67"), NULL);
+	const char *outs[][2] = {
+	    {"di", "int64"}, {"dj", "uint32"}, {"si", "int64"}, {"ai", "int64"}, {"if", "bool"},
+	    {"ln", "bool"},  {"ne", "bool"},   {"eq", "bool"},  {"ge", "bool"},  {"lt", "bool"}};
+	for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+		g_out(&g, outs[i][0], outs[i][1], "67");
+	OK(build(&k, &g, "Fused_All_Ops", t, NULL, run));
+	OKF(k.art.object && foreign_symbols(k.art.object, k.art.object_len) == 0,
+	    "%s: only libm symbols undefined", t->name);
+	if (run && k.fn) {
+		int nargs = 10 + 4 * 21 + 10; /* inputs, per-dtype outputs, the rest */
+		void *args[128];
+		for (int i = 0; i < nargs && i < 128; i++)
+			args[i] = calloc(67, 8);
+		for (int i = 0; i < 8; i++)
+			for (int e = 0; e < 67 * 8; e++)
+				((unsigned char *)args[i])[e] = (unsigned char)(e * 37 + i);
+		OK(k.fn(&pool, args, NULL) == 0);
+		for (int i = 0; i < nargs && i < 128; i++)
+			free(args[i]);
+	}
+	unload(&k);
+}
+
+static void
+all_ops(void)
+{
+	KcTarget t;
+	KcErr err = {0};
+	all_ops_on(&host, true);
+	OK(kc_target_resolve("x86_64", &t, &err) == KC_OK);
+	all_ops_on(&t, true);
+	OK(kc_target_resolve("aarch64", &t, &err) == KC_OK);
+	all_ops_on(&t, false);
+}
+
+static void
+link_errors(void)
+{
+	static const char *const bad[] = {"/nonexistent/ld", "false"};
+	CompileCtx *c = compile_ctx_new();
+	G g = {0};
+	KcGraph *gr = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	g_in(&g, "a", "float32", "10");
+	g_op(&g, "Neg", "n", "float32", "10", 1, T("a", "float32", "10"), NULL, NULL);
+	g_out(&g, "n", "float32", "10");
+	char *json = g_json(&g, "Fused_Neg");
+	OK(kc_parse(c, json, strlen(json), &lim, &gr, &err) == KC_OK);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		KcCompileOptions o = {0};
+		KcArtifact a;
+		KcErr e = {0};
+		o.linker = bad[i];
+		o.tmpdir = "/tmp";
+		OKF(kc_compile(c, gr, &host, kc_schedule_default(c, gr, &host), &o, &a, &e) ==
+		            KC_CODEGEN &&
+		        strcmp(e.where, "link") == 0 && a.object == NULL,
+		    "linker %s: %s", bad[i], e.msg);
+	}
+	KcCompileOptions o = {0};
+	KcArtifact a;
+	KcErr e = {0};
+	o.linker = "ld.gold";
+	OK(kc_compile(c, gr, &host, NULL, &o, &a, &e) == KC_OK && a.object_len > 0);
+	kc_artifact_free(&a);
+	free(json);
+	compile_ctx_free(c);
+}
+
+typedef struct Par {
+	int ok;
+} Par;
+
+static void *
+compile_thread(void *p)
+{
+	Par *r = p;
+	r->ok = 1;
+	for (int i = 0; i < 3; i++) {
+		G g = {0};
+		K k;
+		g_in(&g, "a", "float32", "64,33");
+		g_op(&g, "Tanh", "t", "float32", "64,33", 1, T("a", "float32", "64,33"), NULL,
+		     NULL);
+		g_out(&g, "t", "float32", "64,33");
+		r->ok &= build(&k, &g, "Fused_Tanh_mt", &host, NULL, false);
+		unload(&k);
+	}
+	return NULL;
+}
+
+static void
+concurrent_compiles(void)
+{
+	pthread_t th[2];
+	Par r[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, compile_thread, &r[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	OK(r[0].ok && r[1].ok);
+}
+
+int
+main(void)
+{
+	KcErr err = {0};
+	kc_compiler_init();
+	if (kc_target_host(&host, &err) != KC_OK) {
+		printf("# no host target: %s\n", err.msg);
+		return 1;
+	}
+	printf("# host target %s, LLVM %s\n", host.name, kc_llvm_version());
+	t_sub("chain_sizes", chain_sizes);
+	t_sub("broadcast_rows", broadcast_rows);
+	t_sub("broadcast_outer", broadcast_outer);
+	t_sub("reshape_broadcast", reshape_broadcast);
+	t_sub("short_outer", short_outer);
+	t_sub("casts", casts);
+	t_sub("double_rounding", double_rounding);
+	t_sub("compare_select", compare_select);
+	t_sub("copy_and_const_outputs", copy_and_const_outputs);
+	t_sub("math_accuracy", math_accuracy);
+	t_sub("pow_cases", pow_cases);
+	t_sub("vector_code", vector_code);
+	t_sub("schedules", schedules);
+	t_sub("aarch64", aarch64);
+	t_sub("generic_x86", generic_x86);
+	t_sub("half_math", half_math);
+	t_sub("concurrent_compiles", concurrent_compiles);
+	t_sub("cast_matrix", cast_matrix);
+	t_sub("all_ops", all_ops);
+	t_sub("link_errors", link_errors);
+	return t_done();
+}

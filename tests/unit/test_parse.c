@@ -1,0 +1,776 @@
+/* test_parse.c - kc_parse: the composite JSON parser and validator.
+ *
+ * Every error class answers its status and a JSON pointer naming the bad
+ * part; every corpus file parses or is refused as unsupported (never a
+ * crash); constants are rounded to their dtype; limits are enforced.
+ * Test documents are written with ' for " and edited by JSON pointer.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "t.h"
+
+/* ---- cJSON helpers: documents written with ' for ", edited by JSON pointer */
+
+/* Parse `s` with every ' turned into " (keeps test literals readable). */
+static cJSON *
+jq(const char *s)
+{
+	char *t = strdup(s);
+	for (char *c = t; *c; c++)
+		if (*c == '\'')
+			*c = '"';
+	cJSON *j = cJSON_Parse(t);
+	free(t);
+	if (!j)
+		fprintf(stderr, "# bad test JSON: %s\n", s);
+	return j;
+}
+
+/* The item at JSON pointer `ptr` ("" = root), or NULL. *parent and *last
+ * receive the parent item and the last token when asked for. */
+static cJSON *
+jat(cJSON *root, const char *ptr, cJSON **parent, char *last)
+{
+	cJSON *cur = root, *par = NULL;
+	char tok[256];
+	const char *p = ptr;
+	tok[0] = '\0';
+	while (cur && *p == '/') {
+		p++;
+		size_t n = strcspn(p, "/");
+		snprintf(tok, sizeof tok, "%.*s", (int)n, p);
+		p += n;
+		par = cur;
+		if (cJSON_IsArray(cur))
+			cur = cJSON_GetArrayItem(cur, atoi(tok));
+		else
+			cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+	}
+	if (parent)
+		*parent = par;
+	if (last)
+		strcpy(last, tok);
+	return cur;
+}
+
+/* Replace (or add to an object) the item at ptr with `val` (' quoting). */
+static void
+jset(cJSON *root, const char *ptr, const char *val)
+{
+	cJSON *par;
+	char last[256];
+	jat(root, ptr, &par, last);
+	cJSON *v = jq(val);
+	if (!par || !v) {
+		fprintf(stderr, "# jset: no parent for %s\n", ptr);
+		cJSON_Delete(v);
+		return;
+	}
+	if (cJSON_IsArray(par)) {
+		int i = atoi(last);
+		if (i >= cJSON_GetArraySize(par))
+			cJSON_AddItemToArray(par, v);
+		else
+			cJSON_ReplaceItemInArray(par, i, v);
+	} else if (cJSON_GetObjectItemCaseSensitive(par, last)) {
+		cJSON_ReplaceItemInObjectCaseSensitive(par, last, v);
+	} else {
+		cJSON_AddItemToObject(par, last, v);
+	}
+}
+
+static void
+jdel(cJSON *root, const char *ptr)
+{
+	cJSON *par;
+	char last[256];
+	jat(root, ptr, &par, last);
+	if (cJSON_IsArray(par))
+		cJSON_DeleteItemFromArray(par, atoi(last));
+	else if (par)
+		cJSON_DeleteItemFromObjectCaseSensitive(par, last);
+}
+
+static char *
+read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	KcBuf b = {0};
+	char tmp[65536];
+	size_t n;
+	while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+		kc_buf_append(&b, tmp, n);
+	fclose(f);
+	return kc_buf_take(&b, len);
+}
+
+/* Add(input_0[16,768], input_1[768]) -> Mul(., 0.5) -> output_0_1 */
+static const char base_json[] =
+    "{'composite':true,'id':7,'op':'Fused_Add_Mul_test','process':'cpu','version':1,"
+    "'target_info':{'arch':'x86_64','system':'linux','feature':'avx'},"
+    "'input_desc':[[{'data_type':'float32','format':'DefaultFormat','shape':[16,768],"
+    "'tensor_name':'input_0'}],[{'data_type':'float32','format':'DefaultFormat',"
+    "'shape':[768],'tensor_name':'input_1'}]],"
+    "'output_desc':[{'data_type':'float32','format':'DefaultFormat','shape':[16,768],"
+    "'tensor_name':'output_0_1'}],"
+    "'op_desc':[{'attr':null,'impl_path':'','name':'Add','input_desc':["
+    "[{'data_type':'float32','format':'DefaultFormat','name':'input_0','shape':[16,768],"
+    "'tensor_name':'input_0'}],[{'data_type':'float32','format':'DefaultFormat',"
+    "'name':'input_1','shape':[768],'tensor_name':'input_1'}]],"
+    "'output_desc':[{'data_type':'float32','format':'DefaultFormat','name':'output_0',"
+    "'shape':[16,768],'tensor_name':'output_0_0'}]},"
+    "{'attr':[{'data_type':'bool','name':'visited','value':true}],'impl_path':'',"
+    "'name':'Mul','input_desc':[[{'data_type':'float32','format':'DefaultFormat',"
+    "'name':'input_0','shape':[16,768],'tensor_name':'output_0_0'}],"
+    "[{'data_type':'float32','format':'DefaultFormat','name':'input_1','shape':[1],"
+    "'tensor_name':'input_9','value':0.5}]],"
+    "'output_desc':[{'data_type':'float32','format':'DefaultFormat','name':'output_0',"
+    "'shape':[16,768],'tensor_name':'output_0_1'}]}]}";
+
+static KcStatus
+parse_doc(const cJSON *doc, const KcLimits *lim, KcErr *err)
+{
+	char *s = cJSON_PrintUnformatted(doc);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcStatus st = kc_parse(c, s, strlen(s), lim, &g, err);
+	if (st == KC_OK && !g)
+		st = KC_INTERNAL;
+	compile_ctx_free(c);
+	free(s);
+	return st;
+}
+
+/* Parse doc (then delete it) and expect status st at `where`. */
+static void
+expect_lim(cJSON *doc, const KcLimits *lim, KcStatus st, const char *where, const char *what)
+{
+	KcErr err = {0};
+	KcStatus got = parse_doc(doc, lim, &err);
+	OKF(got == st && (!where || strcmp(err.where, where) == 0),
+	    "%s: want %s at %s, got %s at '%s' (%s)", what, kc_status_code(st), where ? where : "*",
+	    kc_status_code(got), err.where, err.msg);
+	cJSON_Delete(doc);
+}
+
+static void
+expect(cJSON *doc, KcStatus st, const char *where, const char *what)
+{
+	expect_lim(doc, NULL, st, where, what);
+}
+
+static cJSON *
+base(void)
+{
+	return jq(base_json);
+}
+
+static void
+test_base(void)
+{
+	cJSON *doc = base();
+	char *s = cJSON_PrintUnformatted(doc);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcErr err = {0};
+	OKF(kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK, "%s %s", err.where, err.msg);
+	OK(g && strcmp(kc_graph_name(g), "Fused_Add_Mul_test") == 0);
+	OK(g && kc_graph_nargs(g) == 3);
+	if (g) {
+		KcArgInfo a;
+		kc_graph_arg(g, 0, &a);
+		OK(!a.is_output && strcmp(a.tensor_name, "input_0") == 0 && a.rank == 2 &&
+		   a.shape[1] == 768 && strcmp(a.dtype, "float32") == 0);
+		kc_graph_arg(g, 1, &a);
+		OK(strcmp(a.tensor_name, "input_1") == 0 && a.rank == 1);
+		kc_graph_arg(g, 2, &a);
+		OK(a.is_output && a.index == 2 && strcmp(a.tensor_name, "output_0_1") == 0);
+		OK(g->nnodes == 2 && g->nodes[0]->op == IR_OP_ADD && g->nodes[1]->op == IR_OP_MUL);
+		OK(g->nodes[1]->in[1]->kind == IRV_CONST && g->nodes[1]->in[1]->fval == 0.5);
+		OK(g->version == 1 && strcmp(g->process, "cpu") == 0 &&
+		   strcmp(g->ti_arch, "x86_64") == 0 && strcmp(g->ti_feature, "avx") == 0 &&
+		   g->ti_cpu == NULL);
+		OK(g->inputs[0]->nuses == 1 && g->outputs[0]->nuses == 1);
+		KcBuf b = {0};
+		ir_graph_print(g, &b);
+		OK(b.len > 0 && strstr(b.data, "Add(%0, %1) : float32[16,768]") != NULL);
+		OK(strstr(b.data, "Mul(%2, 0x1p-1:float32)") != NULL);
+		printf("# %s", b.data);
+		kc_buf_free(&b);
+	}
+	compile_ctx_free(c);
+	free(s);
+	cJSON_Delete(doc);
+}
+
+static void
+test_json_errors(void)
+{
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g;
+	KcErr err = {0};
+	OK(kc_parse(c, "{", 1, NULL, &g, &err) == KC_BAD_JSON && strcmp(err.where, "") == 0 && !g);
+	memset(&err, 0, sizeof err);
+	OK(kc_parse(c, "", 0, NULL, &g, &err) == KC_BAD_JSON);
+	memset(&err, 0, sizeof err);
+	OK(kc_parse(c, "[1,2]", 5, NULL, &g, &err) == KC_BAD_GRAPH);
+	memset(&err, 0, sizeof err);
+	OK(kc_parse(c, "42", 2, NULL, &g, &err) == KC_BAD_GRAPH);
+	/* the length is honoured: a valid document cut short is not JSON */
+	cJSON *doc = base();
+	char *s = cJSON_PrintUnformatted(doc);
+	size_t n = strlen(s);
+	int bad = 0;
+	for (size_t cut = 0; cut < n; cut += 7) {
+		memset(&err, 0, sizeof err);
+		if (kc_parse(c, s, cut, NULL, &g, &err) != KC_BAD_JSON)
+			bad++;
+	}
+	OKF(bad == 0, "%d truncations were not malformed_json", bad);
+	free(s);
+	cJSON_Delete(doc);
+	compile_ctx_free(c);
+}
+
+static void
+test_top_level(void)
+{
+	cJSON *d;
+	d = base(), jset(d, "/version", "3");
+	expect(d, KC_UNSUPPORTED, "/version", "version 3");
+	d = base(), jset(d, "/version", "'2'");
+	expect(d, KC_BAD_GRAPH, "/version", "version as string");
+	d = base(), jdel(d, "/version");
+	expect(d, KC_OK, NULL, "missing version = 0");
+	d = base(), jset(d, "/version", "2");
+	expect(d, KC_OK, NULL, "version 2");
+	d = base(), jdel(d, "/op_desc");
+	expect(d, KC_BAD_GRAPH, "/op_desc", "no op_desc");
+	d = base(), jset(d, "/output_desc", "{}");
+	expect(d, KC_BAD_GRAPH, "/output_desc", "output_desc not a list");
+	d = base(), jset(d, "/output_desc", "[]");
+	expect(d, KC_BAD_GRAPH, "/output_desc", "no outputs");
+	d = base(), jset(d, "/input_desc/0",
+	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'input_0'}");
+	expect(d, KC_BAD_GRAPH, "/input_desc/0", "input not wrapped in a list");
+	/* noise keys are ignored */
+	d = base();
+	jset(d, "/composite_graph", "'1.2.3'");
+	jset(d, "/platform", "'AKG'");
+	jset(d, "/buffer_stitch", "{'stitch_op':[]}");
+	jset(d, "/parallel_fusion", "{'fusion_type':'block_fusion'}");
+	jset(d, "/op_desc/0/ptr_address", "'Default/Add-op1'");
+	jset(d, "/op_desc/0/fusion", "'SelectGT_0013'");
+	jset(d, "/op_desc/0/attr", "{}");
+	expect(d, KC_OK, NULL, "noise keys");
+	/* no inputs at all: BroadcastTo of a constant */
+	d = jq("{'op':'k','input_desc':null,'output_desc':[{'data_type':'float32','shape':[4,4],"
+	       "'tensor_name':'o'}],'op_desc':[{'name':'BroadcastTo','attr':[{'name':'shape',"
+	       "'data_type':'listInt','value':[4,4]}],'input_desc':[[{'data_type':'float32',"
+	       "'shape':[1],'tensor_name':'c','value':0}]],'output_desc':[{'data_type':'float32',"
+	       "'shape':[4,4],'tensor_name':'o'}]}]}");
+	expect(d, KC_OK, NULL, "input_desc null");
+}
+
+static void
+test_ops(void)
+{
+	cJSON *d;
+	KcErr err = {0};
+	d = base(), jset(d, "/op_desc/0/name", "'MatMul'");
+	OK(parse_doc(d, NULL, &err) == KC_UNSUPPORTED_OP &&
+	   strcmp(err.where, "/op_desc/0/name") == 0 && strstr(err.msg, "not supported yet"));
+	cJSON_Delete(d);
+	memset(&err, 0, sizeof err);
+	d = base(), jset(d, "/op_desc/1/name", "'Custom'");
+	OK(parse_doc(d, NULL, &err) == KC_UNSUPPORTED_OP &&
+	   strcmp(err.where, "/op_desc/1/name") == 0 && strstr(err.msg, "never compiles"));
+	cJSON_Delete(d);
+	memset(&err, 0, sizeof err);
+	d = base(), jset(d, "/op_desc/1/name", "'Frobnicate'");
+	OK(parse_doc(d, NULL, &err) == KC_UNSUPPORTED_OP &&
+	   strstr(err.msg, "unknown op 'Frobnicate'"));
+	cJSON_Delete(d);
+	d = base(), jset(d, "/op_desc/0/name", "'TensorAdd'");
+	expect(d, KC_OK, NULL, "TensorAdd alias");
+	d = base(), jdel(d, "/op_desc/0/name");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/name", "missing name");
+	/* arity */
+	d = base(), jset(d, "/op_desc/0/input_desc/2",
+	                 "[{'data_type':'float32','shape':[768],'tensor_name':'input_1'}]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "Add with 3 inputs");
+	d = base(), jdel(d, "/op_desc/0/input_desc/1");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "Add with 1 input");
+	d = base(), jset(d, "/op_desc/0/input_desc/1/1",
+	                 "{'data_type':'float32','shape':[768],'tensor_name':'input_1'}");
+	expect(d, KC_UNSUPPORTED, "/op_desc/0/input_desc/1", "tuple input");
+	d = base(), jset(d, "/op_desc/0/input_desc/1", "[]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1", "empty input list");
+	d = base(), jset(d, "/op_desc/1/attr/1", "{'name':'fusion','value':'SelectGT_000'}");
+	expect(d, KC_OK, NULL, "fusion attr is noise");
+	/* an unsupported op later in the file is reported before other errors */
+	d = base();
+	jset(d, "/op_desc/0/input_desc/0/0/tensor_name", "'nope'");
+	jset(d, "/op_desc/1/name", "'ReduceSum'");
+	expect(d, KC_UNSUPPORTED_OP, "/op_desc/1/name", "unsupported op first");
+	d = base(), jset(d, "/op_desc/0/output_desc/1",
+	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'x'}");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/output_desc", "two outputs");
+}
+
+static void
+test_wiring(void)
+{
+	cJSON *d;
+	d = base(), jset(d, "/op_desc/1/input_desc/0/0/tensor_name", "'nope'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/1/input_desc/0/0/tensor_name", "dangling tensor");
+	/* swap the ops: Mul then uses output_0_0 before Add defines it */
+	d = base();
+	cJSON *ops = jat(d, "/op_desc", NULL, NULL);
+	cJSON *first = cJSON_DetachItemFromArray(ops, 0);
+	cJSON_AddItemToArray(ops, first);
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/0/0/tensor_name", "used before defined");
+	d = base(), jset(d, "/op_desc/1/output_desc/0/tensor_name", "'output_0_0'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/1/output_desc/0/tensor_name", "defined twice");
+	d = base(), jset(d, "/op_desc/0/output_desc/0/tensor_name", "'input_0'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/output_desc/0/tensor_name", "redefines an input");
+	d = base(), jset(d, "/input_desc/1/0/tensor_name", "'input_0'");
+	expect(d, KC_BAD_GRAPH, "/input_desc/1/0/tensor_name", "input listed twice");
+	d = base(), jset(d, "/output_desc/1",
+	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'output_0_1'}");
+	expect(d, KC_BAD_GRAPH, "/output_desc/1/tensor_name", "output listed twice");
+	d = base(), jset(d, "/output_desc/0/tensor_name", "'zzz'");
+	expect(d, KC_BAD_GRAPH, "/output_desc/0/tensor_name", "output never defined");
+	d = base(), jset(d, "/output_desc/0/data_type", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/output_desc/0/data_type", "output dtype mismatch");
+	d = base(), jset(d, "/output_desc/0/shape", "[16,769]");
+	expect(d, KC_BAD_SHAPE, "/output_desc/0/shape", "output shape mismatch");
+	d = base(), jset(d, "/op_desc/1/input_desc/0/0/shape", "[16,1]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/1/input_desc/0/0/shape", "use shape differs from def");
+	/* pass-through output and an intermediate output */
+	d = base();
+	jset(d, "/output_desc/1", "{'data_type':'float32','shape':[768],'tensor_name':'input_1'}");
+	jset(d, "/output_desc/2",
+	     "{'data_type':'float32','shape':[16,768],'tensor_name':'output_0_0'}");
+	KcErr err = {0};
+	char *s = cJSON_PrintUnformatted(d);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	OK(kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK);
+	OK(g && kc_graph_nargs(g) == 5 && g->outputs[1] == g->inputs[1]);
+	if (g) {
+		KcArgInfo a;
+		kc_graph_arg(g, 3, &a);
+		OK(a.is_output && strcmp(a.tensor_name, "input_1") == 0);
+	}
+	compile_ctx_free(c);
+	free(s);
+	cJSON_Delete(d);
+}
+
+static void
+test_dtypes(void)
+{
+	cJSON *d;
+	d = base(), jset(d, "/input_desc/0/0/data_type", "'float8'");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/input_desc/0/0/data_type", "unknown dtype");
+	d = base(), jset(d, "/input_desc/0/0/data_type", "'complex64'");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/input_desc/0/0/data_type", "complex64");
+	d = base(), jdel(d, "/op_desc/0/input_desc/0/0/data_type");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/0/0/data_type", "missing data_type");
+	d = base(), jset(d, "/input_desc/0/0/format", "'FRACTAL_NZ'");
+	expect(d, KC_UNSUPPORTED, "/input_desc/0/0/format", "FRACTAL_NZ");
+	d = base(), jset(d, "/op_desc/0/output_desc/0/format", "'NC1HWC0'");
+	expect(d, KC_UNSUPPORTED, "/op_desc/0/output_desc/0/format", "NC1HWC0");
+	d = base(), jset(d, "/input_desc/0/0/format", "'NHWC'");
+	jdel(d, "/input_desc/1/0/format");
+	expect(d, KC_OK, NULL, "NHWC and missing format");
+	/* operand dtypes must agree (tensor vs tensor) */
+	d = base();
+	jset(d, "/input_desc/1/0/data_type", "'float16'");
+	jset(d, "/op_desc/0/input_desc/1/0/data_type", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "float32 + float16");
+	/* the op's declared output dtype must be the inferred one */
+	d = base(), jset(d, "/op_desc/0/output_desc/0/data_type", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/output_desc/0/data_type", "Add declared float16");
+	/* float-only op on int32 */
+	d = jq(
+	    "{'op':'k','input_desc':[[{'data_type':'int32','shape':[8],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'int32','shape':[8],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'Exp','attr':null,'input_desc':[[{'data_type':'int32','shape':[8],"
+	    "'tensor_name':'a'}]],'output_desc':[{'data_type':'int32','shape':[8],'tensor_name':'b'"
+	    "}]}]}");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/op_desc/0/input_desc", "Exp on int32");
+	/* logical op on float */
+	d = jq("{'op':'k','input_desc':[[{'data_type':'float32','shape':[8],'tensor_name':'a'}]],"
+	       "'output_desc':[{'data_type':'bool','shape':[8],'tensor_name':'b'}],"
+	       "'op_desc':[{'name':'LogicalNot','attr':null,'input_desc':[[{'data_type':'float32','"
+	       "shape':[8],"
+	       "'tensor_name':'a'}]],'output_desc':[{'data_type':'bool','shape':[8],'tensor_name':'"
+	       "b'}]}]}");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/op_desc/0/input_desc", "LogicalNot on float32");
+	/* comparison -> bool, Select(bool, x, const) -> x's dtype */
+	d = jq("{'op':'k','input_desc':[[{'data_type':'float16','shape':[8],'tensor_name':'a'}]],"
+	       "'output_desc':[{'data_type':'float16','shape':[8],'tensor_name':'s'}],"
+	       "'op_desc':[{'name':'Greater','attr':null,'input_desc':[[{'data_type':'float16','"
+	       "shape':[8],"
+	       "'tensor_name':'a'}],[{'data_type':'float16','shape':[1],'tensor_name':'z','value':"
+	       "0}]],"
+	       "'output_desc':[{'data_type':'bool','shape':[8],'tensor_name':'m'}]},"
+	       "{'name':'Select','attr':null,'input_desc':[[{'data_type':'bool','shape':[8],'"
+	       "tensor_name':'m'}],"
+	       "[{'data_type':'float16','shape':[8],'tensor_name':'a'}],[{'data_type':'float32','"
+	       "shape':[1],"
+	       "'tensor_name':'z','value':0.1}]],'output_desc':[{'data_type':'float16','shape':[8],"
+	       "'tensor_name':'s'}]}]}");
+	char *s = cJSON_PrintUnformatted(d);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcErr err = {0};
+	OKF(kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK, "%s %s", err.where, err.msg);
+	if (g) {
+		/* the float32 constant takes float16, rounded through IEEE half */
+		IrValue *k = g->nodes[1]->in[2];
+		OK(k->kind == IRV_CONST && k->dtype == KC_DT_FLOAT16 && k->fval == 0.0999755859375);
+		OK(g->nodes[0]->out[0]->dtype == KC_DT_BOOL);
+	}
+	compile_ctx_free(c);
+	free(s);
+	/* old Ascend SelectGT files: Greater declared float16, Select on that
+	 * float mask. The parser keeps comparisons bool and Select conditions
+	 * bool by adding Cast(bool -> float16) and NotEqual(mask, 0). */
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'float16'");
+	jset(d, "/op_desc/1/input_desc/0/0/data_type", "'float16'");
+	s = cJSON_PrintUnformatted(d);
+	c = compile_ctx_new();
+	g = NULL;
+	memset(&err, 0, sizeof err);
+	OKF(kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK, "%s %s", err.where, err.msg);
+	if (g) {
+		KcBuf b = {0};
+		ir_graph_print(g, &b);
+		printf("# %s", b.data);
+		OK(g->nnodes == 4 && g->nodes[0]->op == IR_OP_GREATER &&
+		   g->nodes[1]->op == IR_OP_CAST && g->nodes[2]->op == IR_OP_NOT_EQUAL &&
+		   g->nodes[3]->op == IR_OP_SELECT);
+		OK(g->nodes[0]->out[0]->dtype == KC_DT_BOOL &&
+		   g->nodes[1]->out[0]->dtype == KC_DT_FLOAT16 &&
+		   g->nodes[2]->in[0] == g->nodes[1]->out[0] &&
+		   g->nodes[2]->out[0]->dtype == KC_DT_BOOL &&
+		   g->nodes[3]->in[0] == g->nodes[2]->out[0]);
+		for (int n = 0; n < g->nnodes; n++)
+			OK(g->nodes[n]->id == n && g->nodes[n]->json_index == (n < 2 ? 0 : 1));
+		kc_buf_free(&b);
+	}
+	compile_ctx_free(c);
+	free(s);
+	/* a comparison declared with the wrong shape is still refused */
+	jset(d, "/op_desc/0/output_desc/0/shape", "[9]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Greater declared [9]");
+}
+
+/* Parse `doc` (deleted) expecting success; returns the first const of node n
+ * input k as a double via *fv / *iv. */
+static bool
+const_of(cJSON *doc, int n, int k, double *fv, int64_t *iv, KcDtype *dt)
+{
+	char *s = cJSON_PrintUnformatted(doc);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcErr err = {0};
+	bool ok = kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK;
+	if (ok) {
+		IrValue *v = g->nodes[n]->in[k];
+		ok = v->kind == IRV_CONST;
+		*fv = v->fval;
+		*iv = v->ival;
+		*dt = v->dtype;
+	} else {
+		printf("# const_of: %s %s\n", err.where, err.msg);
+	}
+	compile_ctx_free(c);
+	free(s);
+	cJSON_Delete(doc);
+	return ok;
+}
+
+static cJSON *
+unary_const(const char *dtype, const char *value)
+{
+	char buf[1024];
+	snprintf(
+	    buf, sizeof buf,
+	    "{'op':'k','input_desc':[[{'data_type':'%s','shape':[4],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'%s','shape':[4],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'Maximum','attr':null,'input_desc':[[{'data_type':'%s','shape':[4],"
+	    "'tensor_name':'a'}],[{'data_type':'%s','shape':[1],'tensor_name':'c','value':%s}]],"
+	    "'output_desc':[{'data_type':'%s','shape':[4],'tensor_name':'b'}]}]}",
+	    dtype, dtype, dtype, dtype, value, dtype);
+	return jq(buf);
+}
+
+static void
+test_constants(void)
+{
+	double f;
+	int64_t i;
+	KcDtype dt;
+	OK(const_of(unary_const("float32", "0.9"), 0, 1, &f, &i, &dt) && f == (double)0.9f &&
+	   dt == KC_DT_FLOAT32);
+	OK(const_of(unary_const("float32", "0.8999999761581421"), 0, 1, &f, &i, &dt) &&
+	   f == (double)0.9f);
+	OK(const_of(unary_const("float64", "0.9"), 0, 1, &f, &i, &dt) && f == 0.9);
+	OK(const_of(unary_const("float16", "0.1"), 0, 1, &f, &i, &dt) && f == 0.0999755859375);
+	OK(const_of(unary_const("float16", "65520"), 0, 1, &f, &i, &dt) && isinf(f));
+	OK(const_of(unary_const("float16", "65519"), 0, 1, &f, &i, &dt) && f == 65504);
+	OK(const_of(unary_const("float16", "1e-8"), 0, 1, &f, &i, &dt) && f == 0);
+	OK(const_of(unary_const("float16", "6e-8"), 0, 1, &f, &i, &dt) && f == ldexp(1, -24));
+	/* bfloat16: 8 significand bits, ties to even */
+	OK(const_of(unary_const("bfloat16", "1.00390625"), 0, 1, &f, &i, &dt) && f == 1.0);
+	OK(const_of(unary_const("bfloat16", "1.01171875"), 0, 1, &f, &i, &dt) && f == 1.015625);
+	OK(const_of(unary_const("int32", "2001"), 0, 1, &f, &i, &dt) && i == 2001);
+	OK(const_of(unary_const("int32", "true"), 0, 1, &f, &i, &dt) && i == 1);
+	OK(const_of(unary_const("uint8", "255"), 0, 1, &f, &i, &dt) && i == 255);
+	expect(unary_const("int8", "200"), KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0/value",
+	       "int8 200");
+	expect(unary_const("int32", "1.5"), KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0/value",
+	       "int32 1.5");
+	expect(unary_const("float32", "'x'"), KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0/value",
+	       "string value");
+	expect(unary_const("float32", "[1,2]"), KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0/value",
+	       "list value");
+	cJSON *d = unary_const("float32", "1");
+	jset(d, "/op_desc/0/input_desc/1/0/shape", "[2]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc/1/0", "constant of shape [2]");
+	/* a float constant next to an int tensor must be integral */
+	d = unary_const("int32", "1");
+	jset(d, "/op_desc/0/input_desc/1/0/data_type", "'float32'");
+	jset(d, "/op_desc/0/input_desc/1/0/value", "2.0");
+	OK(const_of(d, 0, 1, &f, &i, &dt) && dt == KC_DT_INT32 && i == 2);
+	d = unary_const("int32", "1");
+	jset(d, "/op_desc/0/input_desc/1/0/data_type", "'float32'");
+	jset(d, "/op_desc/0/input_desc/1/0/value", "2.5");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "2.5 as int32");
+}
+
+static void
+test_shapes(void)
+{
+	cJSON *d;
+	d = base(), jset(d, "/input_desc/0/0/shape", "[-1,768]");
+	expect(d, KC_UNSUPPORTED, "/input_desc/0/0/shape/0", "dynamic dim");
+	d = base(), jset(d, "/input_desc/0/0/shape", "[0,768]");
+	expect(d, KC_BAD_SHAPE, "/input_desc/0/0/shape/0", "zero dim");
+	d = base(), jset(d, "/input_desc/0/0/shape", "[1.5,768]");
+	expect(d, KC_BAD_SHAPE, "/input_desc/0/0/shape/0", "fractional dim");
+	d = base(), jset(d, "/input_desc/0/0/shape", "'16x768'");
+	expect(d, KC_BAD_SHAPE, "/input_desc/0/0/shape", "shape not a list");
+	d = base(), jset(d, "/input_desc/0/0/shape", "[1,1,1,1,1,1,1,1,1]");
+	expect(d, KC_TOO_LARGE, "/input_desc/0/0/shape", "rank 9");
+	d = base(), jset(d, "/input_desc/0/0/shape", "[4294967296,4294967296]");
+	expect(d, KC_BAD_SHAPE, "/input_desc/0/0/shape", "numel overflows int64");
+	d = base(), jset(d, "/input_desc/0/0/shape", "[65536,65536]");
+	expect(d, KC_TOO_LARGE, "/input_desc/0/0/shape", "over default max_elements");
+	d = base(), jset(d, "/op_desc/0/output_desc/0/shape", "[16,769]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "declared shape wrong");
+	d = base();
+	jset(d, "/input_desc/1/0/shape", "[767]");
+	jset(d, "/op_desc/0/input_desc/1/0/shape", "[767]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "no broadcast 768 vs 767");
+	d = base();
+	jset(d, "/input_desc/1/0/shape", "[16,1]");
+	jset(d, "/op_desc/0/input_desc/1/0/shape", "[16,1]");
+	expect(d, KC_OK, NULL, "broadcast [16,768]+[16,1]");
+	/* limits */
+	KcLimits lim = {.max_ops = 1};
+	expect_lim(base(), &lim, KC_TOO_LARGE, "/op_desc", "max_ops");
+	lim = (KcLimits){.max_tensors = 2};
+	expect_lim(base(), &lim, KC_TOO_LARGE, NULL, "max_tensors");
+	lim = (KcLimits){.max_rank = 1};
+	expect_lim(base(), &lim, KC_TOO_LARGE, "/input_desc/0/0/shape", "max_rank");
+	lim = (KcLimits){.max_elements = 1000};
+	expect_lim(base(), &lim, KC_TOO_LARGE, "/input_desc/0/0/shape", "max_elements");
+	lim = (KcLimits){.max_ops = 2, .max_tensors = 3, .max_rank = 2, .max_elements = 16 * 768};
+	expect_lim(base(), &lim, KC_OK, NULL, "exactly at the limits");
+}
+
+/* Cast, Reshape, BroadcastTo: attrs and v2 attr-inputs must agree. */
+static void
+test_layout_attrs(void)
+{
+	static const char cast[] =
+	    "{'op':'k','version':2,'input_desc':[[{'data_type':'float32','shape':[8],'tensor_name':"
+	    "'a'}]],"
+	    "'output_desc':[{'data_type':'float16','shape':[8],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'Cast','attr':[{'data_type':'bool','name':'is_backed_cast','value':"
+	    "false},"
+	    "{'data_type':'str','name':'dst_type','value':'float16'}],'input_desc':[[{'data_type':'"
+	    "float32',"
+	    "'shape':[8],'tensor_name':'a'}]],'output_desc':[{'data_type':'float16','shape':[8],'"
+	    "tensor_name':'b'}]}]}";
+	cJSON *d;
+	expect(jq(cast), KC_OK, NULL, "Cast");
+	d = jq(cast), jset(d, "/op_desc/0/attr/1/value", "'float32'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/1/value", "Cast dst_type disagrees");
+	d = jq(cast), jset(d, "/op_desc/0/input_desc/1",
+	                   "[{'data_type':'int64','shape':[1],'tensor_name':'t','value':42}]");
+	expect(d, KC_OK, NULL, "v2 Cast TypeId input");
+	d = jq(cast), jset(d, "/op_desc/0/input_desc/1",
+	                   "[{'data_type':'int64','shape':[1],'tensor_name':'t','value':43}]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0/value", "v2 Cast TypeId disagrees");
+	d = jq(cast),
+	jset(d, "/op_desc/0/attr", "[{'name':'dst_type','dtype':'str','value':'float16'}]");
+	expect(d, KC_OK, NULL, "attr with dtype key");
+	d = jq(cast), jset(d, "/op_desc/0/attr", "{'a/b~':1,'dst_type':'float16'}");
+	expect(d, KC_OK, NULL, "attr as an object");
+	d = jq(cast), jset(d, "/op_desc/0/attr", "{'a/b~':1,'dst_type':'int8'}");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/dst_type", "object attr dst_type disagrees");
+	d = jq(cast), jset(d, "/op_desc/0/attr", "[1]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0", "attr entry not an object");
+	d = jq(cast), jset(d, "/op_desc/0/attr", "'x'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr", "attr a string");
+
+	static const char bcast[] =
+	    "{'op':'k','version':2,'input_desc':[[{'data_type':'float32','shape':[1,1],'tensor_"
+	    "name':'a'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[3,5],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'BroadcastTo','attr':null,'input_desc':[[{'data_type':'float32',"
+	    "'shape':[1,1],'tensor_name':'a'}],[{'data_type':'int64','shape':[2],'tensor_name':'s',"
+	    "'value':[3,5]}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[3,5],'tensor_name':'b'}]}]}";
+	expect(jq(bcast), KC_OK, NULL, "v2 BroadcastTo");
+	d = jq(bcast), jset(d, "/op_desc/0/input_desc/1/0/value", "[3,6]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc/1/0/value",
+	       "v2 BroadcastTo shape disagrees");
+	d = jq(bcast), jdel(d, "/op_desc/0/input_desc/1");
+	jset(d, "/op_desc/0/attr", "[{'name':'shape','data_type':'listInt','value':[3,5]}]");
+	expect(d, KC_OK, NULL, "BroadcastTo shape attr");
+	d = jq(bcast), jdel(d, "/op_desc/0/input_desc/1");
+	jset(d, "/op_desc/0/attr", "[{'name':'shape','data_type':'listInt','value':[5,3]}]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/attr/0/value", "BroadcastTo shape attr disagrees");
+	d = jq(bcast), jdel(d, "/op_desc/0/input_desc/1");
+	jset(d, "/input_desc/0/0/shape", "[2,1]");
+	jset(d, "/op_desc/0/input_desc/0/0/shape", "[2,1]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "BroadcastTo [2,1] -> [3,5]");
+
+	static const char reshape[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,12],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'Reshape','attr':[{'name':'shape','data_type':'listInt','value':[-"
+	    "1,12]}],"
+	    "'input_desc':[[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,12],'tensor_name':'b'}]}]}";
+	expect(jq(reshape), KC_OK, NULL, "Reshape with -1 attr");
+	d = jq(reshape), jset(d, "/op_desc/0/output_desc/0/shape", "[2,13]");
+	jset(d, "/output_desc/0/shape", "[2,13]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/attr/0/value", "Reshape attr disagrees");
+	d = jq(reshape), jset(d, "/op_desc/0/output_desc/0/shape", "[2,13]");
+	jset(d, "/output_desc/0/shape", "[2,13]");
+	jset(d, "/op_desc/0/attr", "null");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "Reshape numel changes");
+}
+
+/* Corpus files whose ops are all in ops.def; they must parse. */
+static const char *const eligible[] = {
+    "Fused_Add_GeLU_fusion_",
+    "Fused_BiasAdd_GeLU_fusion_",
+    "Fused_Sigmoid_",
+    "Fused_ReLU_",
+    "Fused_Cast_fusion_",
+    "Fused_ClipByNormNoDivSum_RealDiv_",
+    "Fused_Gelu_",
+    "Fused_Maximum_fusion_",
+    "Fused_Mul_Add_fusion_",
+    "Fused_Cast_BiasAdd_Tanh_fusion_",
+    "Fused_BiasAdd_ReLU_fusion_",
+    "Fused_Add_Log_Mul_Exp_",
+    "Fused_Tile_Div_fusion_",
+    "Fused_BroadcastTo_atomic_clean_",
+    "Fused_Cast_RealDiv_Mul_TensorAdd_",
+    "Fused_Greater_Select_Sqrt_Select_Maximum_Reshape_RealDiv_",
+    "Fused_Reshape_BroadcastTo_Mul_Neg_",
+    "Fused_MaximumGrad_TupleGetItem_Add_",
+    "Fused_Cast_DropoutGrad_Cast_ReluGrad_",
+    "Fused_Mul_Cast_Add_split_",
+};
+
+static void
+test_corpus(void)
+{
+	const char *dir = t_corpus_dir();
+	if (!dir) {
+		t_skip("corpus not found");
+		return;
+	}
+	DIR *dp = opendir(dir);
+	if (!dp) {
+		t_skip("corpus unreadable");
+		return;
+	}
+	struct dirent *de;
+	int nfiles = 0, nok = 0;
+	while ((de = readdir(dp)) != NULL) {
+		if (de->d_name[0] == '.' ||
+		    (!strstr(de->d_name, ".json") && !strstr(de->d_name, ".info")))
+			continue;
+		char path[4096];
+		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+		size_t len = 0;
+		char *txt = read_file(path, &len);
+		if (!txt)
+			continue;
+		nfiles++;
+		CompileCtx *c = compile_ctx_new();
+		KcGraph *g = NULL;
+		KcErr err = {0};
+		KcStatus st = kc_parse(c, txt, len, NULL, &g, &err);
+		bool want_ok = false;
+		for (size_t i = 0; i < sizeof eligible / sizeof eligible[0]; i++)
+			if (strncmp(de->d_name, eligible[i], strlen(eligible[i])) == 0)
+				want_ok = true;
+		if (st == KC_OK) {
+			nok++;
+			KcWorkload wl;
+			kc_workload(c, g, &wl);
+			OK(wl.canonical_len > 0);
+			printf("# ok   %s (%d ops)\n", de->d_name, g->nnodes);
+		} else {
+			printf("# fail %s: %s at %s: %s\n", de->d_name, kc_status_code(st),
+			       err.where, err.msg);
+		}
+		if (want_ok)
+			OKF(st == KC_OK, "%s must parse", de->d_name);
+		else
+			OKF(st == KC_OK || st == KC_UNSUPPORTED_OP || st == KC_UNSUPPORTED,
+			    "%s: unexpected %s", de->d_name, kc_status_code(st));
+		compile_ctx_free(c);
+		free(txt);
+	}
+	closedir(dp);
+	printf("# corpus: %d of %d files parse\n", nok, nfiles);
+	OK(nfiles > 0);
+}
+
+int
+main(void)
+{
+	t_sub("base graph", test_base);
+	t_sub("malformed JSON", test_json_errors);
+	t_sub("top level", test_top_level);
+	t_sub("ops", test_ops);
+	t_sub("wiring", test_wiring);
+	t_sub("dtypes", test_dtypes);
+	t_sub("constants", test_constants);
+	t_sub("shapes and limits", test_shapes);
+	t_sub("layout attrs", test_layout_attrs);
+	t_sub("corpus", test_corpus);
+	return t_done();
+}
