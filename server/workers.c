@@ -54,6 +54,8 @@ worker_main(void *arg)
 	return NULL;
 }
 
+#define WORKER_STACK_BYTES ((size_t)64 << 20)
+
 Workers *
 workers_new(int nthreads, int queue_depth)
 {
@@ -66,8 +68,15 @@ workers_new(int nthreads, int queue_depth)
 	w->ring = kc_xcalloc((size_t)queue_depth, sizeof *w->ring);
 	w->nthreads = nthreads;
 	w->threads = kc_xcalloc((size_t)nthreads, sizeof *w->threads);
+	/* Lowering recurses once per op of a graph (about 320 bytes a level,
+	 * more under ASan); max_ops is bounded in config.def so that this
+	 * reserved (not committed) stack always suffices. */
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	KC_ASSERT(pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES) == 0);
 	for (int i = 0; i < nthreads; i++)
-		KC_ASSERT(pthread_create(&w->threads[i], NULL, worker_main, w) == 0);
+		KC_ASSERT(pthread_create(&w->threads[i], &attr, worker_main, w) == 0);
+	pthread_attr_destroy(&attr);
 	return w;
 }
 
