@@ -14,9 +14,10 @@
  * when rt is NULL or ntasks is 1), returning the first non-zero result.
  *
  * Values are computed in a "compute type": bool i1, integers iN, float16,
- * bfloat16 and float32 in float, float64 in double. Each op whose result
- * is float16/bfloat16 is rounded to that type (RNE) right away, so results
- * match a machine that computes natively in the narrow type.
+ * bfloat16 and float32 in float, float64 in double. float16/bfloat16
+ * intermediates stay in float (as AKG's fused kernels do); they are rounded
+ * to their dtype (RNE) where it is observable: at every store and where a
+ * Cast reads them.
  * Integer Div/RealDiv truncate toward zero; x / 0 == 0 and INT_MIN / -1 ==
  * INT_MIN (wrap), so nothing traps. Float -> int casts saturate (NaN -> 0).
  */
@@ -176,6 +177,8 @@ cast(Em *E, LLVMValueRef v, KcDtype from, KcDtype to)
 
 	if (from == to)
 		return v;
+	if (is_half(from)) /* a Cast reads its operand at its declared dtype */
+		v = round_dt(E, v, from);
 	if (to == KC_DT_BOOL) {
 		if (is_float(from))
 			return LLVMBuildFCmp(b, LLVMRealUNE, v, zero_of(E, from), "");
@@ -475,9 +478,11 @@ emit_expr(Em *E, const LnExpr *e)
 		for (int i = 0; i < e->nargs; i++)
 			if (!(a[i] = emit_expr(E, e->args[i])))
 				return NULL;
+		/* float16/bfloat16 intermediates stay in f32 registers, as in
+		 * AKG's fused kernels: rounding happens at explicit Casts and at
+		 * every store (the conformance tolerance for fp16 covers it).
+		 * Rounding after every op doubled the IR and the compile time. */
 		v = emit_op(E, e, a);
-		if (v && e->op != IR_OP_CAST)
-			v = round_dt(E, v, e->dtype);
 		break;
 	}
 	E->memo[e->id] = v;
