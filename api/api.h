@@ -26,12 +26,25 @@ typedef struct ApiConfig {
 	size_t max_body_bytes; /* largest accepted request body */
 	const char *linker;    /* linker driver for kc_compile, NULL: default */
 	const char *tmpdir;    /* scratch directory, NULL: default */
+	int compile_timeout_s; /* a compile slower than this is logged and counted
+	                        * (kcsd_compile_overruns_total); 0: never */
+	/* POST /v1/verify (verify.c) */
+	const char *runner;        /* kcsd-runner path, NULL or "": next to the
+	                            * executable; must outlive the ApiCtx */
+	int verify_timeout_s;      /* wall-clock limit of one kernel run (0: 10) */
+	bool test_fault_injection; /* TEST ONLY: honour ?inject=crash|hang */
 } ApiConfig;
 
 /* Route flags. */
 enum {
 	API_F_BLOCKING = 1u << 0, /* may block: run on a worker thread */
 	API_F_BODY = 1u << 1,     /* takes a request body */
+	/* The role a caller needs (auth.c); read < write < admin. A row with
+	 * no role flag needs admin (fail closed). */
+	API_F_PUBLIC = 1u << 2, /* no token: /healthz, /metrics, /v1/keys, /v1/version */
+	API_F_READ = 1u << 3,
+	API_F_WRITE = 1u << 4,
+	API_F_ADMIN = 1u << 5,
 };
 
 typedef enum ApiRouteId {
@@ -77,6 +90,15 @@ typedef struct ApiResponse {
 	const char *cache;       /* "hit", "miss" or NULL, for the access log */
 	const char *header_name; /* one extra header ("Allow", "Retry-After") or NULL */
 	char header_value[64];
+	/* A streamed body instead of `body` (admin.c: GET /v1/export). When
+	 * `stream` is set the server calls stream(stream_arg, buf, max) for
+	 * successive chunks, on an HTTP thread: it returns the bytes written
+	 * (> 0), 0 at the end, -1 to abort the connection; then, once,
+	 * stream_free(stream_arg). Whoever sends the response takes them (sets
+	 * stream to NULL); api_response_free calls stream_free otherwise. */
+	long (*stream)(void *arg, char *buf, size_t max);
+	void (*stream_free)(void *arg);
+	void *stream_arg;
 } ApiResponse;
 
 /* Counters since start-up (also served in GET /v1/version under "stats"). */
@@ -116,5 +138,70 @@ void api_stats(ApiCtx *a, ApiStats *out);
 
 /* The route's pattern ("/v1/kernels/{id}") for logs. */
 const char *api_route_pattern(ApiRouteId r);
+
+/* ---- metrics (metrics.c) ------------------------------------------------
+ * Lock-free counters served by GET /metrics (Prometheus text) and
+ * GET /v1/stats (JSON). Every function here is thread-safe. */
+
+/* What the server knows that api/ cannot see, read at each scrape. */
+typedef struct ApiServerGauges {
+	int64_t queue_depth;     /* jobs waiting for a worker */
+	int64_t queue_capacity;  /* queue_depth setting */
+	int64_t workers;         /* worker threads */
+	int64_t workers_busy;    /* worker threads running a job */
+	int64_t requests_active; /* requests received and not yet answered */
+} ApiServerGauges;
+typedef void (*ApiGaugesFn)(void *closure, ApiServerGauges *out);
+
+/* Installs the server's gauge callback. Call before any thread may serve
+ * a request; fn must be thread-safe and must not block. */
+void api_set_gauges(ApiCtx *a, ApiGaugesFn fn, void *closure);
+/* Counts one answered request: `route` is an ApiRouteId, or -1 when the
+ * path matched no route; `status` the HTTP status sent (0: none, the
+ * connection closed first); `duration_us` from headers to completion.
+ * Call once per request, where it is logged. */
+void api_metrics_request(ApiCtx *a, int route, int status, int64_t duration_us);
+
+/* ---- auth (auth.c) -------------------------------------------------------
+ * Bearer tokens with roles; see auth.c. Token lines are
+ * "<sha256-hex of the token> <read|write|admin> [name]". */
+typedef struct ApiAuthConfig {
+	const char *tokens;      /* token lines, '\n'-separated; NULL or "": none */
+	const char *tokens_file; /* a file of token lines; NULL or "": none */
+	bool anonymous_read;     /* the read role needs no token */
+} ApiAuthConfig;
+
+/* Loads the token digests (replacing any loaded before) and logs the mode.
+ * KC_BAD_REQUEST with a message naming the file and line on a bad line or
+ * an unreadable file. Call before threads start. Without it (or with no
+ * tokens) the API is in protected mode. */
+KcStatus api_auth_init(ApiCtx *a, const ApiAuthConfig *cfg, KcErr *err);
+/* Decides, from the headers only, whether the caller may use the matched
+ * route. `authorization` is the Authorization header or NULL; `loopback`
+ * says whether the client address is 127.0.0.0/8 or ::1. Returns true to
+ * go on; otherwise fills *resp with 401 (with WWW-Authenticate: Bearer)
+ * or 403. Thread-safe, constant time in the token. */
+bool api_authorize(ApiCtx *a, const ApiMatch *m, const char *authorization, bool loopback,
+                   ApiResponse *resp);
+/* "tokens" or "protected-mode" (also in GET /v1/version). */
+const char *api_auth_mode(const ApiCtx *a);
+/* The role a route's flags require: "none", "read", "write" or "admin". */
+const char *api_route_role_name(unsigned flags);
+/* For kcsd --hash-token: appends "<sha256-hex> <role>[ <name>]\n". */
+void api_hash_token_line(const char *token, const char *role, const char *name, KcBuf *out);
+bool api_role_valid(const char *role); /* read, write or admin */
+
+/* ---- artifact signing keys (keys.c) --------------------------------------- */
+typedef struct ApiKeysConfig {
+	const char *signing_key_file; /* PEM Ed25519 private key; NULL or "":
+	                               * STATE_DIR/signing.key, created if missing */
+	const char *state_dir;
+	const char *verify_key_files; /* PEM public keys, ',' or '\n' separated */
+} ApiKeysConfig;
+
+/* Loads (or creates) the signing key and the verify keys; every artifact
+ * is signed from then on (GET /v1/keys lists them). Fills err naming the
+ * file on failure. Call before threads start. */
+KcStatus api_keys_init(ApiCtx *a, const ApiKeysConfig *cfg, KcErr *err);
 
 #endif /* KCS_API_H */

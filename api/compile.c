@@ -228,17 +228,37 @@ reply_spliced(ApiResponse *resp, const char *meta, size_t meta_len, const char *
 	resp->cache = cache;
 }
 
-/* Answers from the cache if both the meta and object parts are there. */
+/* Answers from the cache if both the meta and object parts are there and
+ * pass the end-to-end check (api_check_artifact): an object that is not
+ * the one its metadata names is a miss (compiled again and overwritten),
+ * never served. Metadata signed by an older key is re-signed and stored. */
 static bool
 reply_cached(ApiCtx *a, const KcDigest *kid, int64_t t0, ApiResponse *resp)
 {
 	KcBuf meta = {0}, obj = {0};
 	KcErr err = {0};
+	char why[320];
 	bool ok = cache_get_part(a->cache, kid, CACHE_PART_META, &meta, &err) == KC_OK &&
 	          cache_get_part(a->cache, kid, CACHE_PART_OBJECT, &obj, &err) == KC_OK &&
 	          meta.len > 2;
 	if (err.status != KC_OK && err.status != KC_NOT_FOUND)
 		kc_log(KC_LOG_WARN, "cache read: %s", err.msg);
+	if (ok) {
+		switch (api_check_artifact(a, kid, &meta, &obj, why, sizeof why)) {
+		case API_ARTIFACT_OK: break;
+		case API_ARTIFACT_RESIGNED: {
+			KcErr perr = {0};
+			if (cache_put_part(a->cache, kid, CACHE_PART_META, meta.data, meta.len,
+			                   &perr) != KC_OK)
+				kc_log(KC_LOG_WARN, "re-signed metadata not stored: %s", perr.msg);
+			break;
+		}
+		case API_ARTIFACT_BAD:
+			kc_log(KC_LOG_ERROR, "stored artifact refused, compiling again: %s", why);
+			ok = false;
+			break;
+		}
+	}
 	if (ok)
 		reply_spliced(resp, meta.data, meta.len, "hit", t0, obj.data, obj.len);
 	kc_buf_free(&meta);
@@ -323,7 +343,10 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	};
 	KcArtifact art = {0};
 	KcBuf meta = {0};
+	int64_t tc = kc_now_us();
+	api_metrics_compile_begin(a);
 	KcStatus st = kc_compile(c, g, t, ch->s, &opts, &art, err);
+	api_metrics_compile_end(a, kc_now_us() - tc);
 	if (st != KC_OK) {
 		kc_artifact_free(&art);
 		return kc_fail(err, st, NULL, "%s", kc_status_text(st));
@@ -351,9 +374,11 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	put_schedule(&meta, ch, wl_hex, t);
 	kc_buf_printf(&meta,
 	              ",\"compile_ms\":%.3f,\"link_ms\":%.3f,\"object_sha256\":\"%s\","
-	              "\"object_bytes\":%zu,\"kcsd_version\":\"%s\",\"build_id\":\"%s\"}",
+	              "\"object_bytes\":%zu,\"kcsd_version\":\"%s\",\"build_id\":\"%s\"",
 	              art.compile_ms, art.link_ms, obj_hex, art.object_len, KCSD_VERSION,
 	              KCSD_BUILD_ID);
+	api_sign_meta(a, &meta, kid_hex, obj_hex, wl_hex, art.symbol);
+	kc_buf_putc(&meta, '}');
 
 	CacheKernelPut put = {
 	    .workload_key = wl->key,
@@ -378,6 +403,34 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	kc_buf_free(&meta);
 	kc_artifact_free(&art);
 	return KC_OK;
+}
+
+/* Adds ,"ms_hash":"N" (MindSpore's kernel-name hash of this body, a
+ * decimal uint64 as a string) before the per-request "cache" field. It is
+ * a property of the body, not of the kernel (bodies that differ only in
+ * tensor names share a kernel_id), so it is computed per request and not
+ * stored with the kernel's metadata. */
+static void
+splice_ms_hash(ApiResponse *resp, const ApiRequest *req)
+{
+	static const char mark[] = ",\"cache\":\"";
+	uint64_t h;
+	KcErr err = {0};
+	char field[48];
+	char *at = NULL;
+
+	if (!resp->body || kc_ms_hash(req->body ? req->body : "", req->body_len, &h, &err) != KC_OK)
+		return;
+	for (char *p = strstr(resp->body, mark); p; p = strstr(p + 1, mark))
+		at = p;
+	if (!at)
+		return;
+	int n = snprintf(field, sizeof field, ",\"ms_hash\":\"%llu\"", (unsigned long long)h);
+	size_t off = (size_t)(at - resp->body);
+	resp->body = kc_xrealloc(resp->body, resp->body_len + (size_t)n + 1);
+	memmove(resp->body + off + n, resp->body + off, resp->body_len - off + 1);
+	memcpy(resp->body + off, field, (size_t)n);
+	resp->body_len += (size_t)n;
 }
 
 /* ---- the handler -------------------------------------------------------- */
@@ -406,7 +459,9 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	    KC_OK)
 		goto fail;
 	const char *tq = api_query_target(req, tbuf, sizeof tbuf);
-	if (tq) {
+	if (tq && a->host_ok && strcmp(tq, "cpu") == 0) {
+		tgt = a->host; /* resolved once in api_new: host detection costs ~0.25 ms */
+	} else if (tq) {
 		if (kc_target_resolve(tq, &tgt, &err) != KC_OK) {
 			if (!err.where[0])
 				snprintf(err.where, sizeof err.where, "?target");
@@ -465,6 +520,8 @@ count_failure:
 	a->stats.failures++;
 	pthread_mutex_unlock(&a->mu);
 done:
+	if (resp->status == 200)
+		splice_ms_hash(resp, req);
 	chosen_free(&ch);
 	compile_ctx_free(c);
 }

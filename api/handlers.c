@@ -40,10 +40,11 @@ h_version(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	else
 		kc_buf_puts(&b, "null");
 	kc_buf_printf(&b,
-	              ",\"abi\":\"%s\",\"stats\":{\"compiles\":%llu,\"hits\":%llu,"
+	              ",\"abi\":\"%s\",\"auth\":\"%s\",\"stats\":{\"compiles\":%llu,\"hits\":%llu,"
 	              "\"coalesced\":%llu,\"failures\":%llu}}\n",
-	              KC_CPU_ABI, (unsigned long long)st.compiles, (unsigned long long)st.hits,
-	              (unsigned long long)st.coalesced, (unsigned long long)st.failures);
+	              KC_CPU_ABI, api_auth_mode(a), (unsigned long long)st.compiles,
+	              (unsigned long long)st.hits, (unsigned long long)st.coalesced,
+	              (unsigned long long)st.failures);
 	api_reply_json_buf(resp, 200, &b);
 }
 
@@ -66,19 +67,53 @@ reply_part(ApiCtx *a, const KcDigest *id, CachePart part, const char *content_ty
 		api_reply_kcerr(resp, &err);
 }
 
+/* Metadata (and the object when `want_object`) of a stored kernel, checked
+ * end to end (api_check_artifact) before any of it is served: a stored
+ * object that is not the one its signed metadata names is a 500, never
+ * its bytes. Metadata signed by an older key is re-signed in the reply. */
+static void
+reply_checked(ApiCtx *a, const KcDigest *id, bool want_object, ApiResponse *resp)
+{
+	KcBuf meta = {0}, obj = {0};
+	KcErr err = {0};
+	char why[320];
+	KcStatus st = cache_get_part(a->cache, id, CACHE_PART_META, &meta, &err);
+	if (st == KC_OK && want_object)
+		st = cache_get_part(a->cache, id, CACHE_PART_OBJECT, &obj, &err);
+	if (st != KC_OK) {
+		if (st == KC_NOT_FOUND)
+			api_reply_error(resp, KC_NOT_FOUND, NULL, "no such kernel");
+		else
+			api_reply_kcerr(resp, &err);
+		goto done;
+	}
+	if (api_check_artifact(a, id, &meta, want_object ? &obj : NULL, why, sizeof why) ==
+	    API_ARTIFACT_BAD) {
+		kc_log(KC_LOG_ERROR, "refusing to serve a stored artifact: %s", why);
+		api_reply_error(resp, KC_CACHE, NULL, why);
+		goto done;
+	}
+	if (want_object)
+		api_reply_buf(resp, 200, "application/octet-stream", &obj);
+	else
+		api_reply_json_buf(resp, 200, &meta);
+done:
+	kc_buf_free(&meta);
+	kc_buf_free(&obj);
+}
+
 void
 h_kernel(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
 	(void)req;
-	reply_part(a, &m->id, CACHE_PART_META, "application/json", "no such kernel", resp);
+	reply_checked(a, &m->id, false, resp);
 }
 
 void
 h_kernel_object(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
 	(void)req;
-	reply_part(a, &m->id, CACHE_PART_OBJECT, "application/octet-stream", "no such kernel",
-	           resp);
+	reply_checked(a, &m->id, true, resp);
 }
 
 void

@@ -26,6 +26,9 @@ typedef struct RecentGraph {
 } RecentGraph;
 
 typedef struct Flight Flight; /* one in-flight compile (compile.c) */
+typedef struct ApiMetrics ApiMetrics; /* atomic counters (metrics.c) */
+typedef struct ApiAuth ApiAuth;       /* token digests (auth.c) */
+typedef struct ApiKeys ApiKeys;       /* signing and verify keys (keys.c) */
 
 struct ApiCtx {
 	ApiConfig cfg;
@@ -40,6 +43,9 @@ struct ApiCtx {
 	ApiStats stats;
 	RecentGraph recent[API_RECENT];
 	int recent_next;
+	ApiMetrics *metrics; /* lock-free; the pointer never changes */
+	ApiAuth *auth;       /* NULL: protected mode; set before threads */
+	ApiKeys *keys;       /* NULL: artifacts are not signed; set before threads */
 };
 
 typedef void (*ApiHandler)(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
@@ -64,6 +70,9 @@ void h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse 
 void api_recent_put(ApiCtx *a, const KcDigest *key, const char *body, size_t len);
 char *api_recent_get(ApiCtx *a, const KcDigest *key, size_t *len);
 
+/* verify.c */
+void h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
 /* handlers.c */
 void h_healthz(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_version(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
@@ -74,5 +83,43 @@ void h_kernel_asm(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiRespon
 void h_workload(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_put(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_list(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
+/* admin.c: team sharing and cache administration */
+void h_export(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+void h_import(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+void h_kernel_delete(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+void h_admin_evict(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+void h_admin_backup(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
+/* metrics.c */
+ApiMetrics *api_metrics_new(void);
+void api_metrics_free(ApiMetrics *m); /* NULL allowed */
+/* Around kc_compile of a miss: counts the miss and the compile in flight;
+ * _end records the latency and counts an overrun of compile_timeout_s. */
+void api_metrics_compile_begin(ApiCtx *a);
+void api_metrics_compile_end(ApiCtx *a, int64_t duration_us);
+void h_metrics(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+void h_stats(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
+/* auth.c */
+void api_auth_free(ApiAuth *au); /* NULL allowed */
+
+/* keys.c */
+void api_keys_free(ApiKeys *k); /* NULL allowed */
+void h_keys(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+/* Appends ,"signature":{"key_id","sig"} (nothing without keys) to a meta
+ * object being built, before its closing brace. */
+void api_sign_meta(ApiCtx *a, KcBuf *meta, const char *kid_hex, const char *obj_hex,
+                   const char *wl_hex, const char *symbol);
+typedef enum ApiArtifactCheck {
+	API_ARTIFACT_OK,       /* serve as stored */
+	API_ARTIFACT_RESIGNED, /* *meta was re-signed with the current key */
+	API_ARTIFACT_BAD,      /* never serve it; `why` says what failed */
+} ApiArtifactCheck;
+/* Checks a stored artifact before it is served: meta names kernel_id,
+ * SHA-256(object) = meta.object_sha256 (object may be NULL: not checked),
+ * and the signature (re-signed when by an older key). */
+ApiArtifactCheck api_check_artifact(ApiCtx *a, const KcDigest *kernel_id, KcBuf *meta,
+                                    const KcBuf *object, char *why, size_t why_cap);
 
 #endif /* KCS_API_INTERNAL_H */

@@ -40,6 +40,7 @@ api_new(const ApiConfig *cfg, Cache *cache)
 	a->cache = cache;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
+	a->metrics = api_metrics_new();
 	KcErr err = {0};
 	a->host_ok = kc_target_host(&a->host, &err) == KC_OK;
 	if (!a->host_ok)
@@ -57,6 +58,9 @@ api_free(ApiCtx *a)
 		free(a->recent[i].body);
 	pthread_cond_destroy(&a->cv);
 	pthread_mutex_destroy(&a->mu);
+	api_metrics_free(a->metrics);
+	api_auth_free(a->auth);
+	api_keys_free(a->keys);
 	free(a->linker);
 	free(a->tmpdir);
 	free(a);
@@ -175,6 +179,11 @@ api_response_free(ApiResponse *resp)
 	free(resp->body);
 	resp->body = NULL;
 	resp->body_len = 0;
+	if (resp->stream && resp->stream_free)
+		resp->stream_free(resp->stream_arg);
+	resp->stream = NULL;
+	resp->stream_free = NULL;
+	resp->stream_arg = NULL;
 }
 
 void

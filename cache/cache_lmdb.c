@@ -8,41 +8,33 @@
  * Each public call opens its own transaction and ends it before returning;
  * data are copied out of the map first. The environment uses MDB_NOTLS, so
  * reader slots belong to transactions, not threads, and MHD threads and
- * compile workers can share one Cache. LMDB serialises the writers.
- * LMDB return codes are turned into KcErr here and nowhere else.
+ * compile workers can share one Cache. LMDB serialises the writers. Every
+ * transaction holds the gate shared (txn_begin); every write goes through
+ * write_txn, which handles MDB_MAP_FULL by evicting or growing the map
+ * once and retrying once. LMDB return codes are turned into KcErr here
+ * and in the other cache/ files, nowhere else.
  */
-#include "cache.h"
-
 #include <errno.h>
-#include <lmdb.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+#include "internal.h"
 
 #define FORMAT_VERSION 1u
-#define FRAME_HDR 40 /* magic(4) + version(4) + sha256(32) */
 #define DEFAULT_MAP_BYTES ((size_t)64 << 30)
 #define DEFAULT_MAX_OBJECT ((size_t)64 << 20)
-#define MAX_DBS 8
+#define DEFAULT_MAX_BYTES ((uint64_t)8 << 30)
+#define MAX_DBS 12
 #define MAX_READERS 512
-#define KEY_MAX 65 /* the longest key we build: 32 + 32, or 32 + 1 */
 
 static const unsigned char frame_magic[4] = {'K', 'C', 'S', '1'};
 
-struct Cache {
-	MDB_env *env;
-	MDB_dbi meta, workloads, schedules, kindex, artifacts;
-	size_t map_bytes;
-	size_t max_object_bytes;
-	char path[4096]; /* data.mdb, for messages */
-	atomic_uint_fast64_t checksum_failures;
-};
-
 /* ---- framing ---------------------------------------------------------- */
 
-static void
+void
 frame_write(unsigned char *dst, const void *p, size_t n)
 {
 	KcDigest d;
@@ -58,7 +50,7 @@ frame_write(unsigned char *dst, const void *p, size_t n)
 }
 
 /* True when v is a well-formed frame whose payload matches its digest. */
-static bool
+bool
 frame_ok(const MDB_val *v)
 {
 	const unsigned char *b = v->mv_data;
@@ -74,7 +66,7 @@ frame_ok(const MDB_val *v)
 }
 
 /* Log and count a value that failed its check. */
-static void
+void
 refuse(Cache *c, const char *db, const MDB_val *key)
 {
 	static const char hx[] = "0123456789abcdef";
@@ -92,38 +84,137 @@ refuse(Cache *c, const char *db, const MDB_val *key)
 
 /* ---- LMDB boundary ------------------------------------------------------ */
 
-static KcStatus
+KcStatus
 lmdb_fail(Cache *c, KcErr *err, int rc, const char *what)
 {
-	/* Growing the map or evicting on MDB_MAP_FULL comes in a later issue;
-	 * until then a full map is an error the operator fixes by raising
-	 * cache_map_bytes (the map is sparse, so a large value costs nothing). */
 	if (rc == MDB_MAP_FULL)
-		return kc_fail(
-		    err, KC_CACHE, "cache",
-		    "kernel cache is full (map of %zu bytes) while %s; raise cache_map_bytes",
-		    c->map_bytes, what);
+		return kc_fail(err, KC_CACHE, "cache",
+		               "kernel cache is full (map of %zu bytes, at most %llu bytes in use) "
+		               "while %s",
+		               c->map_bytes, (unsigned long long)c->max_bytes, what);
 	return kc_fail(err, KC_CACHE, "cache", "kernel cache failed while %s: %s", what,
 	               mdb_strerror(rc));
 }
 
-/* mdb_txn_begin, clearing stale reader slots once if the table is full.
- * MDB_MAP_RESIZED cannot happen: only this process opens the environment
- * and it never changes the map size after open. */
-static int
+/* mdb_txn_begin with the gate held shared, clearing stale reader slots
+ * once if the table is full. MDB_MAP_RESIZED cannot happen: only this
+ * process opens the environment. On failure the gate is released and
+ * *txn is NULL. */
+int
 txn_begin(Cache *c, unsigned flags, MDB_txn **txn)
 {
+	*txn = NULL;
+	pthread_rwlock_rdlock(&c->gate);
 	int rc = mdb_txn_begin(c->env, NULL, flags, txn);
 	if (rc == MDB_READERS_FULL) {
 		int dead = 0;
 		mdb_reader_check(c->env, &dead);
+		kc_log(KC_LOG_WARN, "cache: reader table full; cleared %d stale slot(s)", dead);
 		if (dead > 0)
 			rc = mdb_txn_begin(c->env, NULL, flags, txn);
+	}
+	if (rc != MDB_SUCCESS) {
+		*txn = NULL;
+		pthread_rwlock_unlock(&c->gate);
 	}
 	return rc;
 }
 
-static int
+void
+txn_abort(Cache *c, MDB_txn *txn)
+{
+	if (!txn)
+		return;
+	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&c->gate);
+}
+
+int
+txn_commit(Cache *c, MDB_txn *txn)
+{
+	int rc = mdb_txn_commit(txn);
+	pthread_rwlock_unlock(&c->gate);
+	return rc;
+}
+
+/* Grows the map, unless another writer already did since `seen` was read:
+ * concurrent MDB_MAP_FULL failures on one map size make one growth. */
+static void
+grow(Cache *c, size_t seen)
+{
+	pthread_rwlock_wrlock(&c->gate);
+	if (c->map_bytes == seen) {
+		size_t next = seen > SIZE_MAX / 2 ? SIZE_MAX : seen * 2;
+		int rc = mdb_env_set_mapsize(c->env, next);
+		if (rc == MDB_SUCCESS) {
+			c->map_bytes = next;
+			atomic_fetch_add(&c->map_growths, 1);
+			kc_log(KC_LOG_INFO, "cache: map of %s grown from %zu to %zu bytes", c->path,
+			       seen, next);
+		} else {
+			kc_log(KC_LOG_WARN, "cache: cannot grow the map of %s to %zu bytes: %s",
+			       c->path, next, mdb_strerror(rc));
+		}
+	}
+	pthread_rwlock_unlock(&c->gate);
+}
+
+/* After MDB_MAP_FULL on map size `seen`: evict when the store is at its
+ * ceiling (and eviction freed something), else grow. */
+static void
+make_room(Cache *c, size_t seen, unsigned flags)
+{
+	if (!(flags & WRITE_NO_EVICT) && used_bytes(c) >= c->max_bytes) {
+		CacheEvictReport r;
+		if (evict_run(c, c->max_bytes / 100 * c->low_pct, &r, NULL) == KC_OK &&
+		    r.kernels > 0)
+			return;
+	}
+	grow(c, seen);
+}
+
+KcStatus
+write_txn(Cache *c, WriteFn fn, void *arg, unsigned flags, const char *what, KcErr *err)
+{
+	MDB_txn *txn = NULL;
+	int rc;
+	for (int attempt = 0;; attempt++) {
+		rc = txn_begin(c, 0, &txn);
+		if (rc != MDB_SUCCESS)
+			break;
+		size_t seen = c->map_bytes;
+		rc = fn(c, txn, arg);
+		if (rc == MDB_SUCCESS)
+			rc = txn_commit(c, txn);
+		else
+			txn_abort(c, txn);
+		txn = NULL;
+		if (rc != MDB_MAP_FULL || attempt > 0)
+			break;
+		make_room(c, seen, flags);
+	}
+	if (rc == MDB_NOTFOUND)
+		return KC_NOT_FOUND;
+	if (rc != MDB_SUCCESS)
+		return lmdb_fail(c, err, rc, what);
+	if (flags & WRITE_SYNC)
+		return cache_sync(c, err);
+	return KC_OK;
+}
+
+KcStatus
+cache_sync(Cache *c, KcErr *err)
+{
+	pthread_rwlock_rdlock(&c->gate);
+	int rc = mdb_env_sync(c->env, 1);
+	pthread_rwlock_unlock(&c->gate);
+	if (rc != MDB_SUCCESS)
+		return kc_fail(err, KC_CACHE, "cache", "cannot sync %s to disk: %s", c->path,
+		               mdb_strerror(rc));
+	return KC_OK;
+}
+
+int
 put_framed(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t klen, const void *p, size_t n)
 {
 	MDB_val k = {klen, (void *)key};
@@ -163,35 +254,34 @@ get_framed(Cache *c, MDB_dbi dbi, const char *db, const void *key, size_t klen, 
 	}
 	kc_buf_append(out, (const char *)v.mv_data + FRAME_HDR, v.mv_size - FRAME_HDR);
 done:
-	if (txn)
-		mdb_txn_abort(txn);
+	txn_abort(c, txn);
 	return st;
+}
+
+/* One framed value for put_one. */
+typedef struct PutOne {
+	MDB_dbi dbi;
+	const void *key;
+	size_t klen;
+	const void *p;
+	size_t n;
+} PutOne;
+
+static int
+put_one_fn(Cache *c, MDB_txn *txn, void *arg)
+{
+	(void)c;
+	const PutOne *o = arg;
+	return put_framed(txn, o->dbi, o->key, o->klen, o->p, o->n);
 }
 
 /* Stores one value in its own write transaction. */
 static KcStatus
-put_one(Cache *c, MDB_dbi dbi, const void *key, size_t klen, const void *p, size_t n, KcErr *err)
+put_one(Cache *c, MDB_dbi dbi, const void *key, size_t klen, const void *p, size_t n,
+        unsigned flags, KcErr *err)
 {
-	MDB_txn *txn = NULL;
-	KcStatus st = KC_OK;
-	int rc = txn_begin(c, 0, &txn);
-	if (rc != MDB_SUCCESS) {
-		st = lmdb_fail(c, err, rc, "starting a write");
-		goto done;
-	}
-	rc = put_framed(txn, dbi, key, klen, p, n);
-	if (rc != MDB_SUCCESS) {
-		st = lmdb_fail(c, err, rc, "writing");
-		goto done;
-	}
-	rc = mdb_txn_commit(txn);
-	txn = NULL;
-	if (rc != MDB_SUCCESS)
-		st = lmdb_fail(c, err, rc, "committing");
-done:
-	if (txn)
-		mdb_txn_abort(txn);
-	return st;
+	PutOne o = {dbi, key, klen, p, n};
+	return write_txn(c, put_one_fn, &o, flags, "writing", err);
 }
 
 static KcStatus
@@ -223,14 +313,34 @@ part_key(const KcDigest *kernel_id, CachePart part, unsigned char key[33])
 	key[32] = (unsigned char)part;
 }
 
+uint64_t
+used_bytes(Cache *c)
+{
+	MDB_txn *txn = NULL;
+	MDB_stat st;
+	uint64_t pages = 0, psize = 4096;
+	const MDB_dbi dbis[] = {c->meta,      c->workloads, c->schedules, c->kindex,
+	                        c->artifacts, c->kref,      c->atime};
+	if (txn_begin(c, MDB_RDONLY, &txn) != MDB_SUCCESS)
+		return 0;
+	if (mdb_stat(txn, 1 /* the main database */, &st) == MDB_SUCCESS) {
+		psize = st.ms_psize;
+		pages += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
+	}
+	for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++)
+		if (mdb_stat(txn, dbis[i], &st) == MDB_SUCCESS)
+			pages += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
+	txn_abort(c, txn);
+	return pages * psize;
+}
+
 /* ---- open and close ----------------------------------------------------- */
 
 /* Opens the named databases and checks or writes the store format. */
-static KcStatus
+static int
 open_dbs(Cache *c, KcErr *err)
 {
 	MDB_txn *txn = NULL;
-	KcStatus st = KC_OK;
 	MDB_val k = {6, "format"}, v;
 	char fmt[16];
 	int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
@@ -244,9 +354,13 @@ open_dbs(Cache *c, KcErr *err)
 		rc = mdb_dbi_open(txn, "kindex", MDB_CREATE, &c->kindex);
 	if (rc == MDB_SUCCESS)
 		rc = mdb_dbi_open(txn, "artifacts", MDB_CREATE, &c->artifacts);
+	if (rc == MDB_SUCCESS)
+		rc = mdb_dbi_open(txn, "kref", MDB_CREATE, &c->kref);
+	if (rc == MDB_SUCCESS)
+		rc = mdb_dbi_open(txn, "atime", MDB_CREATE, &c->atime);
 	if (rc != MDB_SUCCESS) {
-		st = kc_fail(err, KC_CACHE, "cache", "cannot open databases in %s: %s", c->path,
-		             mdb_strerror(rc));
+		kc_fail(err, KC_CACHE, "cache", "cannot open databases in %s: %s", c->path,
+		        mdb_strerror(rc));
 		goto done;
 	}
 	snprintf(fmt, sizeof fmt, "%u", FORMAT_VERSION);
@@ -255,9 +369,10 @@ open_dbs(Cache *c, KcErr *err)
 		size_t n = v.mv_size - FRAME_HDR;
 		const char *p = (const char *)v.mv_data + FRAME_HDR;
 		if (n != strlen(fmt) || memcmp(p, fmt, n) != 0) {
-			st = kc_fail(err, KC_CACHE, "cache",
-			             "%s has store format '%.*s'; this kcsd reads format %s",
-			             c->path, (int)(n < 16 ? n : 16), p, fmt);
+			kc_fail(err, KC_CACHE, "cache",
+			        "%s has store format '%.*s'; this kcsd reads format %s", c->path,
+			        (int)(n < 16 ? n : 16), p, fmt);
+			rc = MDB_INCOMPATIBLE;
 			goto done;
 		}
 	} else if (rc == MDB_SUCCESS || rc == MDB_NOTFOUND) {
@@ -270,19 +385,63 @@ open_dbs(Cache *c, KcErr *err)
 			rc = put_framed(txn, c->meta, "created", 7, when, strlen(when));
 	}
 	if (rc != MDB_SUCCESS) {
-		st = kc_fail(err, KC_CACHE, "cache", "cannot initialise %s: %s", c->path,
-		             mdb_strerror(rc));
+		kc_fail(err, KC_CACHE, "cache", "cannot initialise %s: %s", c->path,
+		        mdb_strerror(rc));
 		goto done;
 	}
 	rc = mdb_txn_commit(txn);
 	txn = NULL;
 	if (rc != MDB_SUCCESS)
-		st = kc_fail(err, KC_CACHE, "cache", "cannot initialise %s: %s", c->path,
-		             mdb_strerror(rc));
+		kc_fail(err, KC_CACHE, "cache", "cannot initialise %s: %s", c->path,
+		        mdb_strerror(rc));
 done:
 	if (txn)
 		mdb_txn_abort(txn);
-	return st;
+	return rc;
+}
+
+/* Creates and opens the environment; returns an LMDB code (err filled). */
+static int
+open_env(Cache *c, unsigned flags, KcErr *err)
+{
+	int dead = 0;
+	int rc = mdb_env_create(&c->env);
+	if (rc != MDB_SUCCESS) {
+		c->env = NULL;
+		kc_fail(err, KC_CACHE, "cache", "cannot create LMDB environment for %s: %s",
+		        c->path, mdb_strerror(rc));
+		return rc;
+	}
+	rc = mdb_env_set_mapsize(c->env, c->map_bytes);
+	if (rc == MDB_SUCCESS)
+		rc = mdb_env_set_maxdbs(c->env, MAX_DBS);
+	if (rc == MDB_SUCCESS)
+		rc = mdb_env_set_maxreaders(c->env, MAX_READERS);
+	if (rc == MDB_SUCCESS)
+		rc = mdb_env_open(c->env, c->dir, flags, 0600);
+	if (rc != MDB_SUCCESS) {
+		kc_fail(err, KC_CACHE, "cache", "cannot open LMDB environment %s: %s", c->path,
+		        mdb_strerror(rc));
+		goto fail;
+	}
+	/* A stale lock.mdb from a killed process: LMDB reinitialises it when
+	 * it is the only user; reader slots of dead processes are cleared
+	 * here (and again whenever the reader table fills up). */
+	rc = mdb_reader_check(c->env, &dead);
+	if (rc == MDB_SUCCESS && dead > 0)
+		kc_log(KC_LOG_INFO, "cache: cleared %d stale reader slot(s) in %s", dead, c->path);
+	rc = open_dbs(c, err);
+	if (rc != MDB_SUCCESS)
+		goto fail;
+	/* a map grown by an earlier run is kept by the file: start from it */
+	MDB_envinfo info;
+	if (mdb_env_info(c->env, &info) == MDB_SUCCESS && info.me_mapsize > c->map_bytes)
+		c->map_bytes = info.me_mapsize;
+	return MDB_SUCCESS;
+fail:
+	mdb_env_close(c->env);
+	c->env = NULL;
+	return rc;
 }
 
 Cache *
@@ -291,56 +450,79 @@ cache_open(const char *dir, const CacheOptions *opt, KcErr *err)
 	Cache *c = kc_xcalloc(1, sizeof *c);
 	bool ok = false;
 	unsigned flags = MDB_NOTLS;
-	int rc, dead = 0;
+	pthread_rwlockattr_t ga;
 
 	KC_ASSERT(dir != NULL);
 	atomic_init(&c->checksum_failures, 0);
+	atomic_init(&c->evictions, 0);
+	atomic_init(&c->evicted_bytes, 0);
+	atomic_init(&c->map_growths, 0);
+	atomic_init(&c->stop, false);
+	/* Writer preference: a growth waiting for the gate is not starved by
+	 * a stream of readers (no thread ever takes the gate twice). */
+	pthread_rwlockattr_init(&ga);
+	pthread_rwlockattr_setkind_np(&ga, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&c->gate, &ga);
+	pthread_rwlockattr_destroy(&ga);
+	pthread_mutex_init(&c->tmu, NULL);
+	pthread_mutex_init(&c->evict_mu, NULL);
+	pthread_mutex_init(&c->cmu, NULL);
+	pthread_cond_init(&c->ccv, NULL);
+	c->touch = kc_xcalloc(TOUCH_SLOTS, sizeof *c->touch);
 	c->map_bytes = opt && opt->map_bytes ? opt->map_bytes : DEFAULT_MAP_BYTES;
 	c->max_object_bytes =
 	    opt && opt->max_object_bytes ? opt->max_object_bytes : DEFAULT_MAX_OBJECT;
+	c->max_bytes = opt && opt->max_bytes ? opt->max_bytes : DEFAULT_MAX_BYTES;
+	if (!(opt && opt->max_bytes) && c->max_bytes > c->map_bytes / 2)
+		c->max_bytes = c->map_bytes / 2;
+	c->high_pct = opt && opt->high_water_pct ? opt->high_water_pct : 90;
+	c->low_pct = opt && opt->low_water_pct ? opt->low_water_pct : 75;
+	c->flush_ms = opt && opt->touch_flush_ms ? opt->touch_flush_ms : 2000;
 	/* MDB_NOMETASYNC (default on) keeps A, C and I: data pages are still
 	 * synced at every commit and only the meta page write is left to the
 	 * OS, so an OS crash or power loss can undo at most the last committed
-	 * transaction, and kill -9 never loses one. For a cache of
-	 * recomputable kernels that trade halves the fsyncs per write. */
+	 * transaction, and kill -9 never loses one. Schedule writes and
+	 * imports call mdb_env_sync before they return (docs/durability.md). */
 	if (!opt || opt->no_meta_sync)
 		flags |= MDB_NOMETASYNC;
+	snprintf(c->dir, sizeof c->dir, "%s", dir);
 	snprintf(c->path, sizeof c->path, "%s/data.mdb", dir);
 
+	if (c->max_bytes >= c->map_bytes || c->low_pct >= c->high_pct || c->high_pct > 100) {
+		kc_fail(err, KC_CACHE, "cache",
+		        "cache_max_bytes (%llu) must be below cache_map_bytes (%zu), and the low "
+		        "water mark (%u%%) below the high one (%u%%, at most 100)",
+		        (unsigned long long)c->max_bytes, c->map_bytes, c->low_pct, c->high_pct);
+		goto done;
+	}
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 		kc_fail(err, KC_CACHE, "cache", "cannot create cache directory %s: %s", dir,
 		        strerror(errno));
 		goto done;
 	}
-	rc = mdb_env_create(&c->env);
-	if (rc != MDB_SUCCESS) {
-		c->env = NULL;
-		kc_fail(err, KC_CACHE, "cache", "cannot create LMDB environment for %s: %s",
-		        c->path, mdb_strerror(rc));
+	if (!(opt && opt->no_start_check) && check_at_start(c->dir, c->path, err) != KC_OK)
 		goto done;
+	int rc = open_env(c, flags, err);
+	if (rc != MDB_SUCCESS && damage_code(rc) && move_aside(c->dir, c->path, mdb_strerror(rc))) {
+		if (err)
+			memset(err, 0, sizeof *err);
+		rc = open_env(c, flags, err);
 	}
-	rc = mdb_env_set_mapsize(c->env, c->map_bytes);
-	if (rc == MDB_SUCCESS)
-		rc = mdb_env_set_maxdbs(c->env, MAX_DBS);
-	if (rc == MDB_SUCCESS)
-		rc = mdb_env_set_maxreaders(c->env, MAX_READERS);
-	if (rc == MDB_SUCCESS)
-		rc = mdb_env_open(c->env, dir, flags, 0600);
-	if (rc != MDB_SUCCESS) {
-		kc_fail(err, KC_CACHE, "cache", "cannot open LMDB environment %s: %s", c->path,
-		        mdb_strerror(rc));
+	if (rc != MDB_SUCCESS)
 		goto done;
-	}
-	rc = mdb_reader_check(c->env, &dead);
-	if (rc == MDB_SUCCESS && dead > 0)
-		kc_log(KC_LOG_INFO, "cache: cleared %d stale reader slot(s) in %s", dead, c->path);
-	if (open_dbs(c, err) != KC_OK)
-		goto done;
+	if (!(opt && opt->no_collector))
+		collector_start(c);
 	ok = true;
 done:
 	if (!ok) {
 		if (c->env)
 			mdb_env_close(c->env);
+		pthread_rwlock_destroy(&c->gate);
+		pthread_mutex_destroy(&c->tmu);
+		pthread_mutex_destroy(&c->evict_mu);
+		pthread_mutex_destroy(&c->cmu);
+		pthread_cond_destroy(&c->ccv);
+		free(c->touch);
 		free(c);
 		c = NULL;
 	}
@@ -352,17 +534,26 @@ cache_close(Cache *c)
 {
 	if (!c)
 		return;
+	collector_stop(c);
+	KcErr err = {0};
+	if (cache_flush_touches(c, &err) != KC_OK)
+		kc_log(KC_LOG_WARN, "cache: access stamps not written at close: %s", err.msg);
 	mdb_env_close(c->env);
+	pthread_rwlock_destroy(&c->gate);
+	pthread_mutex_destroy(&c->tmu);
+	pthread_mutex_destroy(&c->evict_mu);
+	pthread_mutex_destroy(&c->cmu);
+	pthread_cond_destroy(&c->ccv);
+	free(c->touch);
 	free(c);
 }
 
 /* ---- kernels and parts -------------------------------------------------- */
 
-KcStatus
-cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err)
+static int
+put_kernel_fn(Cache *c, MDB_txn *txn, void *arg)
 {
-	MDB_txn *txn = NULL;
-	KcStatus st = KC_OK;
+	const CacheKernelPut *k = arg;
 	unsigned char tkey[64], pkey[33];
 	MDB_val wk = {32, (void *)k->workload_key.b}, v;
 	const struct {
@@ -374,23 +565,9 @@ cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err)
 	    {CACHE_PART_OBJECT, k->object, k->object_len},
 	    {CACHE_PART_IR, k->ir, k->ir_len},
 	};
-	int rc;
-
-	KC_ASSERT(c != NULL && k->canonical != NULL && k->target != NULL);
-	if (check_size(c, "workload", k->canonical_len, err) != KC_OK ||
-	    check_size(c, "kernel metadata", k->meta_len, err) != KC_OK ||
-	    check_size(c, "kernel object", k->object_len, err) != KC_OK ||
-	    check_size(c, "kernel IR", k->ir_len, err) != KC_OK)
-		return KC_TOO_LARGE;
 	target_key(&k->workload_key, k->target, tkey);
-
-	rc = txn_begin(c, 0, &txn);
-	if (rc != MDB_SUCCESS) {
-		st = lmdb_fail(c, err, rc, "starting a write");
-		goto done;
-	}
 	/* The workload only if absent (or refused by its checksum). */
-	rc = mdb_get(txn, c->workloads, &wk, &v);
+	int rc = mdb_get(txn, c->workloads, &wk, &v);
 	if (rc == MDB_SUCCESS && !frame_ok(&v)) {
 		refuse(c, "workloads", &wk);
 		rc = MDB_NOTFOUND;
@@ -400,23 +577,35 @@ cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err)
 		                k->canonical_len);
 	if (rc == MDB_SUCCESS)
 		rc = put_framed(txn, c->kindex, tkey, sizeof tkey, k->kernel_id.b, 32);
+	if (rc == MDB_SUCCESS)
+		rc = put_framed(txn, c->kref, k->kernel_id.b, 32, tkey, sizeof tkey);
+	if (rc == MDB_SUCCESS)
+		rc = stamp_put(c, txn, &k->kernel_id, wall_us());
 	for (size_t i = 0; rc == MDB_SUCCESS && i < sizeof parts / sizeof parts[0]; i++) {
 		if (!parts[i].p)
 			continue; /* ir may be NULL */
 		part_key(&k->kernel_id, parts[i].tag, pkey);
 		rc = put_framed(txn, c->artifacts, pkey, sizeof pkey, parts[i].p, parts[i].n);
 	}
-	if (rc != MDB_SUCCESS) {
-		st = lmdb_fail(c, err, rc, "storing a kernel");
-		goto done;
+	return rc;
+}
+
+KcStatus
+cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err)
+{
+	KC_ASSERT(c != NULL && k->canonical != NULL && k->target != NULL);
+	if (check_size(c, "workload", k->canonical_len, err) != KC_OK ||
+	    check_size(c, "kernel metadata", k->meta_len, err) != KC_OK ||
+	    check_size(c, "kernel object", k->object_len, err) != KC_OK ||
+	    check_size(c, "kernel IR", k->ir_len, err) != KC_OK)
+		return KC_TOO_LARGE;
+	KcStatus st = write_txn(c, put_kernel_fn, (void *)k, 0, "storing a kernel", err);
+	if (st == KC_OK && c->have_thread && used_bytes(c) > c->max_bytes / 100 * c->high_pct) {
+		pthread_mutex_lock(&c->cmu);
+		c->wake = true;
+		pthread_cond_signal(&c->ccv);
+		pthread_mutex_unlock(&c->cmu);
 	}
-	rc = mdb_txn_commit(txn);
-	txn = NULL;
-	if (rc != MDB_SUCCESS)
-		st = lmdb_fail(c, err, rc, "committing a kernel");
-done:
-	if (txn)
-		mdb_txn_abort(txn);
 	return st;
 }
 
@@ -425,7 +614,10 @@ cache_get_part(Cache *c, const KcDigest *kernel_id, CachePart part, KcBuf *out, 
 {
 	unsigned char key[33];
 	part_key(kernel_id, part, key);
-	return get_framed(c, c->artifacts, "artifacts", key, sizeof key, out, err);
+	KcStatus st = get_framed(c, c->artifacts, "artifacts", key, sizeof key, out, err);
+	if (st == KC_OK)
+		touch(c, kernel_id);
+	return st;
 }
 
 KcStatus
@@ -437,7 +629,7 @@ cache_put_part(Cache *c, const KcDigest *kernel_id, CachePart part, const void *
 	if (check_size(c, "kernel part", len, err) != KC_OK)
 		return KC_TOO_LARGE;
 	part_key(kernel_id, part, key);
-	return put_one(c, c->artifacts, key, sizeof key, data ? data : "", len, err);
+	return put_one(c, c->artifacts, key, sizeof key, data ? data : "", len, 0, err);
 }
 
 /* ---- workloads, index, schedules ---------------------------------------- */
@@ -455,7 +647,7 @@ cache_put_workload(Cache *c, const KcDigest *workload_key, const char *canonical
 	KC_ASSERT(canonical != NULL);
 	if (check_size(c, "workload", len, err) != KC_OK)
 		return KC_TOO_LARGE;
-	return put_one(c, c->workloads, workload_key->b, 32, canonical, len, err);
+	return put_one(c, c->workloads, workload_key->b, 32, canonical, len, 0, err);
 }
 
 KcStatus
@@ -487,7 +679,7 @@ cache_put_schedule(Cache *c, const KcDigest *workload_key, const char *target, c
 	if (check_size(c, "schedule record", len, err) != KC_OK)
 		return KC_TOO_LARGE;
 	target_key(workload_key, target, key);
-	return put_one(c, c->schedules, key, sizeof key, record, len, err);
+	return put_one(c, c->schedules, key, sizeof key, record, len, WRITE_SYNC, err);
 }
 
 KcStatus
@@ -537,13 +729,177 @@ cache_list_schedules(Cache *c, const KcDigest *workload_key, KcBuf *out, KcErr *
 done:
 	if (cur)
 		mdb_cursor_close(cur);
-	if (txn)
-		mdb_txn_abort(txn);
+	txn_abort(c, txn);
 	kc_buf_free(&arr);
 	return st;
 }
 
-/* ---- statistics ---------------------------------------------------------- */
+/* Arguments of merge_fn. */
+typedef struct Merge {
+	CacheScheduleIn *items;
+	size_t n;
+	CacheBetterFn better;
+	void *arg;
+} Merge;
+
+static int
+merge_fn(Cache *c, MDB_txn *txn, void *arg)
+{
+	Merge *m = arg;
+	int rc = MDB_SUCCESS;
+	for (size_t i = 0; i < m->n; i++)
+		m->items[i].stored = false;
+	for (size_t i = 0; rc == MDB_SUCCESS && i < m->n; i++) {
+		CacheScheduleIn *it = &m->items[i];
+		unsigned char key[64];
+		MDB_val k = {sizeof key, key}, v, wk = {32, it->workload_key.b};
+		target_key(&it->workload_key, it->target, key);
+		rc = mdb_get(txn, c->schedules, &k, &v);
+		if (rc == MDB_SUCCESS && !frame_ok(&v)) {
+			refuse(c, "schedules", &k);
+			rc = MDB_NOTFOUND;
+		}
+		if (rc == MDB_SUCCESS) {
+			if (!m->better((const char *)v.mv_data + FRAME_HDR, v.mv_size - FRAME_HDR,
+			               it->record, it->record_len, m->arg))
+				continue;
+		} else if (rc != MDB_NOTFOUND) {
+			break;
+		}
+		rc = put_framed(txn, c->schedules, key, sizeof key, it->record, it->record_len);
+		if (rc != MDB_SUCCESS)
+			break;
+		it->stored = true;
+		rc = mdb_get(txn, c->workloads, &wk, &v);
+		if (rc == MDB_SUCCESS && !frame_ok(&v))
+			rc = MDB_NOTFOUND;
+		if (rc == MDB_NOTFOUND && it->canonical)
+			rc = put_framed(txn, c->workloads, it->workload_key.b, 32, it->canonical,
+			                it->canonical_len);
+		else if (rc == MDB_NOTFOUND)
+			rc = MDB_SUCCESS;
+	}
+	return rc;
+}
+
+KcStatus
+cache_merge_schedules(Cache *c, CacheScheduleIn *items, size_t n, CacheBetterFn better, void *arg,
+                      KcErr *err)
+{
+	Merge m = {items, n, better, arg};
+	for (size_t i = 0; i < n; i++) {
+		if (check_size(c, "schedule record", items[i].record_len, err) != KC_OK ||
+		    check_size(c, "workload", items[i].canonical_len, err) != KC_OK)
+			return KC_TOO_LARGE;
+	}
+	if (n == 0)
+		return KC_OK;
+	KcStatus st = write_txn(c, merge_fn, &m, WRITE_SYNC, "merging schedules", err);
+	if (st != KC_OK) {
+		for (size_t i = 0; i < n; i++)
+			items[i].stored = false;
+		if (st == KC_NOT_FOUND) /* not expected from merge_fn */
+			st = kc_fail(err, KC_CACHE, "cache", "merging schedules failed");
+	}
+	return st;
+}
+
+KcStatus
+cache_scan_schedules(Cache *c, CacheScanPos *pos, size_t max_records, CacheScheduleFn fn,
+                     void *arg, KcErr *err)
+{
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	KcStatus st = KC_OK;
+	MDB_val k = {sizeof pos->last, pos->last}, v;
+	size_t given = 0;
+	int rc;
+	if (pos->done)
+		return KC_OK;
+	rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc == MDB_SUCCESS)
+		rc = mdb_cursor_open(txn, c->schedules, &cur);
+	if (rc != MDB_SUCCESS) {
+		st = lmdb_fail(c, err, rc, "exporting schedules");
+		goto done;
+	}
+	rc = pos->started ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)
+	                  : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	if (rc == MDB_SUCCESS && pos->started && k.mv_size == sizeof pos->last &&
+	    memcmp(k.mv_data, pos->last, sizeof pos->last) == 0)
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	for (; rc == MDB_SUCCESS && given < max_records;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != sizeof pos->last)
+			continue;
+		memcpy(pos->last, k.mv_data, sizeof pos->last);
+		pos->started = true;
+		if (!frame_ok(&v)) {
+			refuse(c, "schedules", &k);
+			continue;
+		}
+		KcDigest wk;
+		MDB_val wkey = {32, pos->last}, w;
+		memcpy(wk.b, pos->last, 32);
+		int wrc = mdb_get(txn, c->workloads, &wkey, &w);
+		bool have = wrc == MDB_SUCCESS && frame_ok(&w);
+		if (wrc == MDB_SUCCESS && !have)
+			refuse(c, "workloads", &wkey);
+		fn(arg, &wk, have ? (const char *)w.mv_data + FRAME_HDR : NULL,
+		   have ? w.mv_size - FRAME_HDR : 0, (const char *)v.mv_data + FRAME_HDR,
+		   v.mv_size - FRAME_HDR);
+		given++;
+	}
+	if (rc == MDB_NOTFOUND)
+		pos->done = true;
+	else if (rc != MDB_SUCCESS)
+		st = lmdb_fail(c, err, rc, "exporting schedules");
+done:
+	if (cur)
+		mdb_cursor_close(cur);
+	txn_abort(c, txn);
+	return st;
+}
+
+/* ---- backup and statistics ----------------------------------------------- */
+
+KcStatus
+cache_backup(Cache *c, char *path, size_t cap, uint64_t *bytes, KcErr *err)
+{
+	char base[4200], dst[4300], when[32], file[4400];
+	struct stat sb;
+	int rc;
+	int64_t now = kc_wall_s();
+	struct tm tm;
+	time_t t = (time_t)now;
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof when, "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(base, sizeof base, "%s/backups", c->dir);
+	if (mkdir(base, 0700) != 0 && errno != EEXIST)
+		return kc_fail(err, KC_CACHE, "backup", "cannot create %s: %s", base,
+		               strerror(errno));
+	snprintf(dst, sizeof dst, "%s/%s", base, when);
+	for (int i = 1; mkdir(dst, 0700) != 0; i++) {
+		if (errno != EEXIST || i > 999)
+			return kc_fail(err, KC_CACHE, "backup", "cannot create %s: %s", dst,
+			               strerror(errno));
+		snprintf(dst, sizeof dst, "%s/%s-%d", base, when, i);
+	}
+	/* mdb_env_copy2 runs its own read transaction: hold the gate. */
+	pthread_rwlock_rdlock(&c->gate);
+	rc = mdb_env_copy2(c->env, dst, MDB_CP_COMPACT);
+	pthread_rwlock_unlock(&c->gate);
+	if (rc != MDB_SUCCESS)
+		return kc_fail(err, KC_CACHE, "backup", "cannot copy %s to %s: %s", c->path, dst,
+		               mdb_strerror(rc));
+	snprintf(file, sizeof file, "%s/data.mdb", dst);
+	chmod(file, 0600); /* schedules are the team's work: as private as the store */
+	*bytes = stat(file, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+	snprintf(path, cap, "%s", dst);
+	kc_log(KC_LOG_INFO, "cache: backup of %s written to %s (%llu bytes)", c->path, dst,
+	       (unsigned long long)*bytes);
+	return KC_OK;
+}
 
 void
 cache_stats(Cache *c, CacheStats *out)
@@ -553,13 +909,21 @@ cache_stats(Cache *c, CacheStats *out)
 	MDB_txn *txn = NULL;
 	memset(out, 0, sizeof *out);
 	out->checksum_failures = atomic_load(&c->checksum_failures);
-	if (mdb_env_info(c->env, &info) != MDB_SUCCESS || mdb_env_stat(c->env, &est) != MDB_SUCCESS)
-		return;
-	out->map_bytes = info.me_mapsize;
-	out->bytes_used = ((uint64_t)info.me_last_pgno + 1) * est.ms_psize;
+	out->evictions = atomic_load(&c->evictions);
+	out->evicted_bytes = atomic_load(&c->evicted_bytes);
+	out->map_growths = atomic_load(&c->map_growths);
+	out->max_bytes = c->max_bytes;
+	out->bytes_used = used_bytes(c);
 	if (txn_begin(c, MDB_RDONLY, &txn) != MDB_SUCCESS)
 		return;
+	if (mdb_env_info(c->env, &info) == MDB_SUCCESS &&
+	    mdb_env_stat(c->env, &est) == MDB_SUCCESS) {
+		out->map_bytes = info.me_mapsize;
+		out->file_bytes = ((uint64_t)info.me_last_pgno + 1) * est.ms_psize;
+	}
 	if (mdb_stat(txn, c->artifacts, &ast) == MDB_SUCCESS)
 		out->entries_artifacts = ast.ms_entries;
-	mdb_txn_abort(txn);
+	if (mdb_stat(txn, c->atime, &ast) == MDB_SUCCESS)
+		out->entries = ast.ms_entries;
+	txn_abort(c, txn);
 }

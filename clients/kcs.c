@@ -1,20 +1,26 @@
 /* kcs.c - command-line client of kcsd (API v1): `kcs compile FILE
  * [--target T] [-o out.so]`, `kcs get ID [--ir|--asm|--object] [-o FILE]`,
- * `kcs version`, `kcs host-target`; --server URL on each.
+ * `kcs version`, `kcs keys`, `kcs host-target`; --server URL on each.
  *
  * The one idea: the CLI trusts nothing it did not check. An object is written
- * only after its SHA-256 matches the response's object_sha256 and every CPU
- * feature in target.features is present on this machine (exit 3 otherwise;
- * --no-check skips the feature test, for cross builds). The default target is
- * this machine's "x86_64+<features>" read from /proc/cpuinfo, not "cpu", so a
- * kernel compiled here runs here even when the server is another machine.
+ * only after its SHA-256 matches the response's object_sha256, the metadata's
+ * Ed25519 signature verifies with a key of the trusted-keys file (exit 4
+ * otherwise) and every CPU feature in target.features is present on this
+ * machine (exit 3 otherwise; --no-check skips the feature test, for cross
+ * builds). The default target is this machine's "x86_64+<features>" read
+ * from /proc/cpuinfo, not "cpu", so a kernel compiled here runs here even
+ * when the server is another machine. Over https the server certificate is
+ * verified (--cacert FILE or $KCS_CACERT, else the system CAs).
  * Exit codes: 0 ok, 1 server or transport error, 2 usage, 3 missing CPU
- * feature. Depends on common/ and the wire format only (libcurl, cJSON).
+ * feature, 4 bad or untrusted signature. Depends on common/ and the wire
+ * format only (libcurl, cJSON).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -27,7 +33,10 @@
 #define MAX_RESPONSE ((size_t)256 << 20)
 #define MAX_REQUEST ((size_t)64 << 20)
 
-enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_FEATURE = 3 };
+enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_FEATURE = 3, EXIT_SIGNATURE = 4 };
+
+/* Set once in main: the CA file for https (NULL: libcurl's default). */
+static const char *cacert_file;
 
 /* ---- host CPU features ------------------------------------------------- */
 
@@ -295,6 +304,10 @@ http(const char *url, const char *body, size_t body_len, Reply *r)
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)MAX_RESPONSE);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "kcs/1");
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (cacert_file)
+		curl_easy_setopt(c, CURLOPT_CAINFO, cacert_file);
 	const char *token = getenv("KCS_TOKEN");
 	if (token && *token) {
 		KcBuf h = {0};
@@ -494,9 +507,222 @@ url_escape(KcBuf *out, const char *s)
 	}
 }
 
+/* ---- signatures ---------------------------------------------------------- */
+
+typedef struct TrustedKey {
+	char id[KC_KEY_ID_LEN + 1];
+	unsigned char pub[KC_ED25519_PUBLIC_BYTES];
+} TrustedKey;
+
+typedef struct Trust {
+	const char *path; /* the trusted-keys file */
+	int tofu;         /* --trust-on-first-use */
+	TrustedKey *keys;
+	size_t n;
+} Trust;
+
+/* $KCS_TRUSTED_KEYS, else $XDG_CONFIG_HOME (~/.config)/kcs/trusted_keys. */
+static void
+default_trust_path(KcBuf *out)
+{
+	const char *p = getenv("KCS_TRUSTED_KEYS");
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	const char *home = getenv("HOME");
+	if (p && *p)
+		kc_buf_puts(out, p);
+	else if (xdg && *xdg)
+		kc_buf_printf(out, "%s/kcs/trusted_keys", xdg);
+	else
+		kc_buf_printf(out, "%s/.config/kcs/trusted_keys", home ? home : ".");
+}
+
+static void
+trust_add(Trust *t, const char *id, const unsigned char *pub)
+{
+	t->keys = kc_xrealloc(t->keys, (t->n + 1) * sizeof *t->keys);
+	snprintf(t->keys[t->n].id, sizeof t->keys[t->n].id, "%s", id);
+	memcpy(t->keys[t->n].pub, pub, KC_ED25519_PUBLIC_BYTES);
+	t->n++;
+}
+
+/* Parses "<key_id> <base64 raw key>" into id/pub; false if malformed or
+ * if key_id is not the key's. */
+static int
+parse_key(const char *id, const char *b64, char out_id[KC_KEY_ID_LEN + 1],
+          unsigned char pub[KC_ED25519_PUBLIC_BYTES])
+{
+	KcBuf raw = {0};
+	int ok = kc_base64_decode(b64, strlen(b64), &raw) && raw.len == KC_ED25519_PUBLIC_BYTES;
+	if (ok) {
+		kc_key_id((const unsigned char *)raw.data, out_id);
+		memcpy(pub, raw.data, KC_ED25519_PUBLIC_BYTES);
+		ok = strcmp(out_id, id) == 0;
+	}
+	kc_buf_free(&raw);
+	return ok;
+}
+
+/* Reads the trusted-keys file (absent: no keys). Returns 0 or EXIT_SIGNATURE
+ * on a malformed line. */
+static int
+trust_load(Trust *t)
+{
+	FILE *f = fopen(t->path, "r");
+	char line[512];
+	int lineno = 0, rc = 0;
+	if (!f)
+		return 0;
+	while (!rc && fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		char *save = NULL;
+		char *id = strtok_r(line, " \t\r\n", &save);
+		char *b64 = strtok_r(NULL, " \t\r\n", &save);
+		char kid[KC_KEY_ID_LEN + 1];
+		unsigned char pub[KC_ED25519_PUBLIC_BYTES];
+		if (!id)
+			continue;
+		if (!b64 || strtok_r(NULL, " \t\r\n", &save) || !parse_key(id, b64, kid, pub)) {
+			fprintf(stderr,
+			        "kcs: %s:%d: expected \"<key_id> <base64 public key>\" with key_id "
+			        "= sha256(key)[:16]\n",
+			        t->path, lineno);
+			rc = EXIT_SIGNATURE;
+		} else {
+			trust_add(t, kid, pub);
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* mkdir -p of the file's directory (mode 0700). */
+static void
+make_parent(const char *path)
+{
+	char *d = kc_xstrdup(path);
+	for (char *p = d + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		mkdir(d, 0700);
+		*p = '/';
+	}
+	free(d);
+}
+
+/* Trust on first use: with an empty or absent trusted-keys file, fetch the
+ * server's /v1/keys, store them and warn. Returns 0 or an exit code. */
+static int
+trust_first_use(Trust *t, const char *server)
+{
+	KcBuf url = {0}, text = {0}, tmp = {0};
+	cJSON *j = NULL;
+	kc_buf_printf(&url, "%s/v1/keys", server);
+	int rc = http_json(url.data, NULL, 0, &j);
+	const cJSON *k;
+	cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(j, "keys"))
+	{
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(k, "key_id");
+		const cJSON *pk = cJSON_GetObjectItemCaseSensitive(k, "public_key");
+		const cJSON *alg = cJSON_GetObjectItemCaseSensitive(k, "alg");
+		char kid[KC_KEY_ID_LEN + 1];
+		unsigned char pub[KC_ED25519_PUBLIC_BYTES];
+		if (!cJSON_IsString(id) || !cJSON_IsString(pk) || !cJSON_IsString(alg) ||
+		    strcmp(alg->valuestring, "ed25519") != 0 ||
+		    !parse_key(id->valuestring, pk->valuestring, kid, pub))
+			continue;
+		trust_add(t, kid, pub);
+		kc_buf_printf(&text, "%s %s\n", kid, pk->valuestring);
+	}
+	if (rc == 0 && t->n == 0) {
+		fprintf(stderr, "kcs: %s lists no usable keys\n", url.data);
+		rc = EXIT_SIGNATURE;
+	}
+	if (rc == 0) {
+		make_parent(t->path);
+		kc_buf_printf(&tmp, "%s.tmp%ld", t->path, (long)getpid());
+		int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int ok = fd >= 0 && write(fd, text.data, text.len) == (ssize_t)text.len &&
+		         fsync(fd) == 0;
+		if (fd >= 0)
+			ok = close(fd) == 0 && ok;
+		if (!ok || rename(tmp.data, t->path) != 0) {
+			fprintf(stderr, "kcs: cannot write %s: %s\n", t->path, strerror(errno));
+			unlink(tmp.data);
+			rc = EXIT_SIGNATURE;
+		} else {
+			fprintf(stderr,
+			        "kcs: warning: trust on first use: now trusting key(s) of %s, "
+			        "stored in %s:\n%scheck them out of band\n",
+			        server, t->path, text.data);
+		}
+	}
+	cJSON_Delete(j);
+	kc_buf_free(&url);
+	kc_buf_free(&text);
+	kc_buf_free(&tmp);
+	return rc;
+}
+
+/* Verifies meta's signature over its fields with a trusted key (the object's
+ * SHA-256 is checked separately by sha_matches). Returns 0 or
+ * EXIT_SIGNATURE with the reason on stderr. */
+static int
+verify_signature(Trust *t, const char *server, const cJSON *meta)
+{
+	static const char *const fields[] = {"kernel_id", "object_sha256", "workload_key",
+	                                     "symbol"};
+	const cJSON *sig = cJSON_GetObjectItemCaseSensitive(meta, "signature");
+	const cJSON *kid = cJSON_GetObjectItemCaseSensitive(sig, "key_id");
+	const cJSON *s64 = cJSON_GetObjectItemCaseSensitive(sig, "sig");
+	KcBuf msg = {0}, raw = {0};
+	int rc = 0;
+	if (!cJSON_IsString(kid) || !cJSON_IsString(s64)) {
+		fprintf(stderr, "kcs: refusing the kernel: it carries no signature\n");
+		return EXIT_SIGNATURE;
+	}
+	if ((rc = trust_load(t)) != 0)
+		return rc;
+	if (t->n == 0 && t->tofu && (rc = trust_first_use(t, server)) != 0)
+		return rc;
+	const TrustedKey *key = NULL;
+	for (size_t i = 0; i < t->n && !key; i++)
+		if (strcmp(t->keys[i].id, kid->valuestring) == 0)
+			key = &t->keys[i];
+	if (!key) {
+		fprintf(stderr,
+		        "kcs: refusing the kernel: it is signed by key %s, which is not in the "
+		        "trusted keys %s (add it after checking it, e.g. from `kcs keys`, or "
+		        "use --trust-on-first-use with a fresh file)\n",
+		        kid->valuestring, t->path);
+		return EXIT_SIGNATURE;
+	}
+	kc_buf_puts(&msg, "kcs-artifact-v1");
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+		const cJSON *f = cJSON_GetObjectItemCaseSensitive(meta, fields[i]);
+		kc_buf_printf(&msg, ":%s", cJSON_IsString(f) ? f->valuestring : "");
+	}
+	if (!kc_base64_decode(s64->valuestring, strlen(s64->valuestring), &raw) ||
+	    raw.len != KC_ED25519_SIG_BYTES ||
+	    !kc_ed25519_verify(key->pub, msg.data, msg.len, (const unsigned char *)raw.data)) {
+		fprintf(stderr,
+		        "kcs: refusing the kernel: its signature by key %s does not verify "
+		        "(the metadata or the object was altered)\n",
+		        kid->valuestring);
+		rc = EXIT_SIGNATURE;
+	}
+	kc_buf_free(&msg);
+	kc_buf_free(&raw);
+	return rc;
+}
+
 /* ---- commands ------------------------------------------------------------ */
 
 typedef struct Opts {
+	Trust *trust;
 	const char *server;
 	const char *target;
 	const char *out;
@@ -532,9 +758,11 @@ cmd_compile(const Opts *o, const Host *h)
 	if (rc || !o->out)
 		goto done;
 	if (!sha_matches(&obj, meta)) {
-		rc = EXIT_SERVER;
+		rc = EXIT_SIGNATURE;
 		goto done;
 	}
+	if ((rc = verify_signature(o->trust, o->server, meta)) != 0)
+		goto done;
 	if (!o->no_check &&
 	    (rc = check_target(h, cJSON_GetObjectItemCaseSensitive(meta, "target"))))
 		goto done;
@@ -582,9 +810,11 @@ cmd_get(const Opts *o, const Host *h)
 		goto done;
 	}
 	if (is_obj && !sha_matches(&r.body, meta)) {
-		rc = EXIT_SERVER;
+		rc = EXIT_SIGNATURE;
 		goto done;
 	}
+	if (is_obj && (rc = verify_signature(o->trust, o->server, meta)) != 0)
+		goto done;
 	if (is_obj && !o->out && isatty(STDOUT_FILENO)) {
 		fprintf(stderr, "kcs: refusing to write an object to a terminal; use -o FILE\n");
 		rc = EXIT_USAGE;
@@ -613,18 +843,45 @@ cmd_version(const Opts *o)
 	return rc;
 }
 
+/* Prints the server's keys as trusted-keys lines ("<key_id> <base64>"). */
+static int
+cmd_keys(const Opts *o)
+{
+	KcBuf url = {0};
+	cJSON *v = NULL;
+	kc_buf_printf(&url, "%s/v1/keys", o->server);
+	int rc = http_json(url.data, NULL, 0, &v);
+	const cJSON *k;
+	cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(v, "keys"))
+	{
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(k, "key_id");
+		const cJSON *pk = cJSON_GetObjectItemCaseSensitive(k, "public_key");
+		if (cJSON_IsString(id) && cJSON_IsString(pk))
+			printf("%s %s\n", id->valuestring, pk->valuestring);
+	}
+	cJSON_Delete(v);
+	kc_buf_free(&url);
+	return rc;
+}
+
 static void
 usage(FILE *f)
 {
 	fputs("usage: kcs compile FILE [--target T] [-o out.so] [--no-check] [--server URL]\n"
 	      "       kcs get ID [--ir|--asm|--object] [-o FILE] [--no-check] [--server URL]\n"
 	      "       kcs version [--server URL]\n"
+	      "       kcs keys [--server URL]     (the server's keys, as trusted-keys lines)\n"
 	      "       kcs host-target\n"
+	      "Common options: --cacert FILE (https CA, or $KCS_CACERT), --trusted-keys\n"
+	      "FILE (or $KCS_TRUSTED_KEYS, else ~/.config/kcs/trusted_keys: lines\n"
+	      "\"<key_id> <base64 public key>\"), --trust-on-first-use (fill an empty\n"
+	      "trusted-keys file from the server's /v1/keys, with a warning).\n"
 	      "The server defaults to $KCS_SERVER, then " DEFAULT_SERVER ".\n"
 	      "$KCS_TOKEN, when set, is sent as a bearer token.\n"
 	      "The target defaults to this machine (see host-target); 'cpu' means the\n"
 	      "server's own CPU. Exit: 0 ok, 1 server error, 2 usage, 3 this CPU lacks\n"
-	      "a feature the kernel needs (--no-check writes it anyway).\n",
+	      "a feature the kernel needs (--no-check writes it anyway), 4 the kernel's\n"
+	      "signature or object does not verify against the trusted keys.\n",
 	      f);
 }
 
@@ -632,6 +889,8 @@ int
 main(int argc, char **argv)
 {
 	Opts o = {0};
+	Trust trust = {0};
+	KcBuf trust_path = {0};
 	Host h;
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 	if (!cmd || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
@@ -639,6 +898,10 @@ main(int argc, char **argv)
 		return cmd ? 0 : EXIT_USAGE;
 	}
 	o.server = getenv("KCS_SERVER");
+	o.trust = &trust;
+	cacert_file = getenv("KCS_CACERT");
+	if (cacert_file && !*cacert_file)
+		cacert_file = NULL;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 		int more = i + 1 < argc;
@@ -656,6 +919,12 @@ main(int argc, char **argv)
 			o.what = "object";
 		else if (strcmp(a, "--no-check") == 0)
 			o.no_check = 1;
+		else if (strcmp(a, "--cacert") == 0 && more)
+			cacert_file = argv[++i];
+		else if (strcmp(a, "--trusted-keys") == 0 && more)
+			trust.path = argv[++i];
+		else if (strcmp(a, "--trust-on-first-use") == 0)
+			trust.tofu = 1;
 		else if ((a[0] != '-' || strcmp(a, "-") == 0) && !o.arg)
 			o.arg = a;
 		else {
@@ -674,6 +943,10 @@ main(int argc, char **argv)
 	while (server.len && server.data[server.len - 1] == '/')
 		server.data[--server.len] = 0;
 	o.server = server.data;
+	if (!trust.path) {
+		default_trust_path(&trust_path);
+		trust.path = trust_path.data;
+	}
 	host_detect(&h);
 
 	int rc;
@@ -696,6 +969,8 @@ main(int argc, char **argv)
 			rc = cmd_get(&o, &h);
 		else if (strcmp(cmd, "version") == 0)
 			rc = cmd_version(&o);
+		else if (strcmp(cmd, "keys") == 0)
+			rc = cmd_keys(&o);
 		else {
 			fprintf(stderr, "kcs: unknown command '%s'\n", cmd);
 			usage(stderr);
@@ -704,5 +979,7 @@ main(int argc, char **argv)
 		curl_global_cleanup();
 	}
 	kc_buf_free(&server);
+	kc_buf_free(&trust_path);
+	free(trust.keys);
 	return rc;
 }

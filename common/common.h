@@ -110,6 +110,36 @@ bool kc_digest_parse(const char *hex, KcDigest *out);
  * string; the caller frees it. */
 char *kc_base64(const void *data, size_t len, size_t *out_len);
 
+/* Standard padded base64 -> bytes, appended to *out. False on malformed
+ * input (bad characters, bad padding, length not a multiple of 4). */
+bool kc_base64_decode(const char *s, size_t len, KcBuf *out);
+
+/* ---- Ed25519 signatures (sign.c) -----------------------------------------
+ * Artifact signatures: Ed25519 over kc_artifact_message(). A KcSignKey is
+ * immutable after loading and may be used from any thread. */
+#define KC_ED25519_PUBLIC_BYTES 32
+#define KC_ED25519_SIG_BYTES 64
+#define KC_KEY_ID_LEN 16 /* hex characters of SHA-256(raw public key) */
+typedef struct KcSignKey KcSignKey;
+/* Loads a PEM private key from `path`. If the file does not exist and
+ * `create` is set, generates a key and writes it there atomically (PKCS#8,
+ * mode 0600; *created set). Fills err (message naming the file) on failure. */
+KcSignKey *kc_sign_key_load(const char *path, bool create, bool *created, KcErr *err);
+/* Loads a PEM public key (or the public half of a private key) to verify. */
+KcSignKey *kc_sign_key_load_public(const char *path, KcErr *err);
+void kc_sign_key_free(KcSignKey *k); /* NULL allowed */
+const char *kc_sign_key_id(const KcSignKey *k);
+const unsigned char *kc_sign_key_public(const KcSignKey *k); /* 32 raw bytes */
+/* False if the key has no private half (or OpenSSL fails). */
+bool kc_sign(const KcSignKey *k, const void *msg, size_t len,
+             unsigned char sig[KC_ED25519_SIG_BYTES]);
+bool kc_ed25519_verify(const unsigned char pub[KC_ED25519_PUBLIC_BYTES], const void *msg,
+                       size_t len, const unsigned char sig[KC_ED25519_SIG_BYTES]);
+void kc_key_id(const unsigned char pub[KC_ED25519_PUBLIC_BYTES], char out[KC_KEY_ID_LEN + 1]);
+/* Appends "kcs-artifact-v1:<kernel_id>:<object_sha256>:<workload_key>:<symbol>". */
+void kc_artifact_message(KcBuf *out, const char *kernel_id, const char *object_sha256,
+                         const char *workload_key, const char *symbol);
+
 /* ---- time and logging ------------------------------------------------- */
 int64_t kc_now_us(void);       /* CLOCK_MONOTONIC, microseconds */
 int64_t kc_wall_s(void);       /* CLOCK_REALTIME, seconds since the epoch */

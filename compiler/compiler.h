@@ -167,4 +167,45 @@ void kc_artifact_free(KcArtifact *a); /* NULL allowed */
  * serves). Appends to *out. */
 KcStatus kc_ir_to_asm(const char *ir, size_t ir_len, const KcTarget *t, KcBuf *out, KcErr *err);
 
+/* ---- reference interpreter (interp.c) -----------------------------------
+ * Evaluates g op by op on whole tensors, sharing nothing with the backend:
+ * floats in double with each op's result rounded to its declared dtype,
+ * integers exact (x / 0 == 0, float -> int truncates and saturates, NaN ->
+ * 0, Round half away from zero). `args` has the kcs-cpu-v1 layout (inputs,
+ * then outputs; contiguous row-major, docs/abi.md); outputs are fully
+ * written. Live intermediate memory is bounded by max_bytes (0: no bound):
+ * KC_TOO_LARGE (413) above it. Thread-safe on distinct contexts. */
+KcStatus kc_interp(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_bytes,
+		   KcErr *err);
+/* kc_interp that also fills ties[j] (one byte per element of output j;
+ * `ties` NULL: none) with 1 where the element depends on a float
+ * comparison whose operands were within rounding distance (1e-6
+ * relative, 2e-3 with float16/bfloat16 upstream): there a correct kernel
+ * may legitimately differ, so comparisons skip those elements. */
+KcStatus kc_interp_ties(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_bytes,
+			uint8_t *const *ties, KcErr *err);
+/* True if a float16/bfloat16 value is upstream of kernel output `output`
+ * (0-based among the outputs): comparisons then use the 1e-2 tolerance. */
+bool kc_interp_half_upstream(CompileCtx *c, const KcGraph *g, int output);
+/* Fills the input buffers args[0..ninputs) with seeded pseudo-random data:
+ * bools 0/1; integers in [-5, 5] ([1, 5] when unsigned or when they reach a
+ * divisor); floats in [-2, 2) ([0.5, 2) when they reach a Log, Sqrt, Rsqrt,
+ * Pow or Reciprocal operand or a divisor), rounded to their dtype. */
+void kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *const *args);
+
+/* ---- MindSpore's kernel-name hash (mshash.c) ----------------------------
+ * libstdc++ std::hash<std::string> (_Hash_bytes, MurmurHash2-64 variant)
+ * of `len` bytes with `seed` (std::hash uses 0xc70f6907). */
+uint64_t kc_hash_bytes(const void *p, size_t len, uint64_t seed);
+/* The number MindSpore appends to a kernel name (akg-format.md 5): the
+ * hash of the body re-serialised as nlohmann::json::dump() does (compact,
+ * sorted keys), without the keys added after hashing (id, op, platform,
+ * composite, composite_graph, node_name, op_full_name; for version-0 files
+ * also compute_capability, and process when there is no
+ * compute_capability) and with every "ptr_address" pair cut out (its comma
+ * left behind). Numbers keep their written digits when those are a
+ * shortest round-trip form, as nlohmann writes them. KC_BAD_JSON if the
+ * body is not JSON (or nested deeper than 256). Thread-safe. */
+KcStatus kc_ms_hash(const char *json, size_t len, uint64_t *out, KcErr *err);
+
 #endif /* KCS_COMPILER_H */

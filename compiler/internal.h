@@ -147,4 +147,10 @@ void ir_graph_print(const IrGraph *g, KcBuf *out);
 /* ---- target.c: target names -> KcTarget ---------------------------------- */
 /* (kc_target_* in compiler.h) */
 
+/* ---- interp.c: the reference interpreter (reads the IrGraph only) -------- */
+/* (kc_interp, kc_interp_half_upstream, kc_interp_random_inputs in compiler.h) */
+
+/* ---- mshash.c: MindSpore's kernel-name hash of a body --------------------- */
+/* (kc_hash_bytes, kc_ms_hash in compiler.h) */
+
 #endif /* KCS_COMPILER_INTERNAL_H */

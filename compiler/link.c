@@ -1,21 +1,27 @@
-/* link.c - ELF object -> shared object, with the system linker.
+/* link.c - ELF object -> shared object.
  *
- * The object goes into a private mkdtemp directory under opts->tmpdir; the
- * linker runs through posix_spawn (never fork in a threaded daemon) with
- * stdout/stderr captured into a file there; the .so is read back (bounded)
- * and the directory removed. x86_64 kernels are linked against libm with
- * --as-needed (llvm.floor/round may become floorf/roundf calls on targets
- * without SSE4.1); aarch64 kernels are linked by ld.lld-19 without libm
- * (there is no aarch64 libm here), leaving any libm symbol undefined.
+ * opts->linker NULL or "" (the default): x86_64 objects go to the in-process
+ * linker (link_elf.c, a few us) and only what it reports KC_UNSUPPORTED goes
+ * on to the system linker; "internal" is the in-process linker alone (its
+ * "unsupported" is then a KC_CODEGEN error); any other value names the
+ * system linker to spawn (any GNU-compatible ld: bfd, gold, lld).
  *
- * Linker choice, measured on the dev host (2 cores, Debian 12), 200
+ * The system linker: the object goes into a private mkdtemp directory under
+ * opts->tmpdir; the linker runs through posix_spawn (never fork in a
+ * threaded daemon) with stdout/stderr captured into a file there; the .so
+ * is read back (bounded) and the directory removed. x86_64 kernels are
+ * linked against libm with --as-needed (llvm.floor/round may become
+ * floorf/roundf calls on targets without SSE4.1); aarch64 kernels are
+ * linked by ld.lld-19 without libm (there is no aarch64 libm here), leaving
+ * any libm symbol undefined.
+ *
+ * System linker choice, measured on the dev host (2 cores, Debian 12), 200
  * sequential links of a 3.4 KiB kernel object ([16,768] bias+tanh+mul)
  * with the flags below, mean wall time per link:
  *   GNU ld.bfd 2.40    8.2 ms
  *   GNU gold 1.16     16.8 ms
  *   ld.lld-19         38.9 ms  (start-up: it loads the 100 MB libLLVM.so)
- * so the default is "ld" (bfd); KcCompileOptions.linker overrides it with
- * any GNU-compatible ld (bfd, gold, lld).
+ * so the fallback is "ld" (bfd). docs/linker.md has the in-process numbers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +41,7 @@
 extern char **environ;
 
 #define DEFAULT_LINKER "ld"
+#define INTERNAL_LINKER "internal"
 #define AARCH64_LINKER "ld.lld-19"
 #define MAX_SO_BYTES (64u << 20)
 #define LINK_TIMEOUT_MS 60000
@@ -143,15 +150,17 @@ wait_linker(pid_t pid, int *status, KcErr *err)
 	return KC_OK;
 }
 
-KcStatus
-link_shared(const unsigned char *obj, size_t obj_len, const KcTarget *t,
+static KcStatus
+link_system(const unsigned char *obj, size_t obj_len, const KcTarget *t,
             const KcCompileOptions *opts, unsigned char **out, size_t *out_len, KcErr *err)
 {
 	const char *tmp = opts && opts->tmpdir ? opts->tmpdir : getenv("TMPDIR");
 	bool a64 = strncmp(t->triple, "aarch64", 7) == 0;
 	const char *linker =
 	    a64 ? AARCH64_LINKER
-	        : (opts && opts->linker && *opts->linker ? opts->linker : DEFAULT_LINKER);
+	        : (opts && opts->linker && *opts->linker && strcmp(opts->linker, INTERNAL_LINKER)
+	               ? opts->linker
+	               : DEFAULT_LINKER);
 	char dir[512], opath[600], spath[600], lpath[600], msg[200];
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
@@ -218,4 +227,28 @@ done:
 	unlink(lpath);
 	rmdir(dir);
 	return st;
+}
+
+KcStatus
+link_shared(const unsigned char *obj, size_t obj_len, const KcTarget *t,
+            const KcCompileOptions *opts, unsigned char **out, size_t *out_len, KcErr *err)
+{
+	const char *want = opts ? opts->linker : NULL;
+	bool internal = want && strcmp(want, INTERNAL_LINKER) == 0;
+	KcErr e = {0};
+	KcStatus st;
+
+	if (want && *want && !internal)
+		return link_system(obj, obj_len, t, opts, out, out_len, err);
+	if (strncmp(t->triple, "x86_64", 6) == 0)
+		st = link_elf(obj, obj_len, out, out_len, &e);
+	else
+		st = kc_fail(&e, KC_UNSUPPORTED, "link", "no in-process linker for %.60s",
+		             t->triple);
+	if (st == KC_OK)
+		return KC_OK;
+	if (st != KC_UNSUPPORTED || internal)
+		return kc_fail(err, KC_CODEGEN, "link", "%s", e.msg);
+	kc_log(KC_LOG_DEBUG, "%s; using the system linker", e.msg);
+	return link_system(obj, obj_len, t, opts, out, out_len, err);
 }

@@ -176,10 +176,16 @@ KcStatus obj_emit(LLVMModuleRef mod, LLVMTargetMachineRef tm, LLVMCodeGenFileTyp
                   unsigned char **out, size_t *out_len, KcErr *err);
 
 /* ---- link.c ------------------------------------------------------------------- */
-/* Link an ELF object into a shared object (malloc'd) with the system
- * linker. aarch64 objects are linked with ld.lld without libm. */
+/* Link an ELF object into a shared object (malloc'd): opts->linker NULL or
+ * "" tries link_elf first and falls back to the system linker, "internal"
+ * is link_elf only, anything else is that system linker. aarch64 objects
+ * are linked with ld.lld without libm. */
 KcStatus link_shared(const unsigned char *obj, size_t obj_len, const KcTarget *t,
                      const KcCompileOptions *opts, unsigned char **out, size_t *out_len,
                      KcErr *err);
+/* link_elf.c: in-process linker for x86-64 objects; KC_UNSUPPORTED when the
+ * object needs what it does not handle, KC_CODEGEN when it is malformed. */
+KcStatus link_elf(const unsigned char *obj, size_t obj_len, unsigned char **out, size_t *out_len,
+                  KcErr *err);
 
 #endif /* KCS_COMPILER_LOOPNEST_H */

@@ -124,11 +124,16 @@ knobs_json(Arena *a, const KcSchedule *s)
 	return r;
 }
 
-/* Stages the injective lowering makes: one per distinct output shape. */
+/* Stages the injective lowering makes: one per distinct output shape.
+ * Without a graph (a record checked against template and target only)
+ * any stage list up to NO_GRAPH_STAGES long is accepted. */
+#define NO_GRAPH_STAGES 64
 static int
 count_stages(const IrGraph *g)
 {
 	int n = 0;
+	if (!g)
+		return NO_GRAPH_STAGES;
 	for (int o = 0; o < g->noutputs; o++) {
 		const IrValue *v = g->outputs[o];
 		bool seen = false;

@@ -16,7 +16,7 @@
 
 #include "server.h"
 
-typedef enum ConfType { CONF_STR, CONF_INT, CONF_SIZE } ConfType;
+typedef enum ConfType { CONF_STR, CONF_INT, CONF_SIZE, CONF_LIST } ConfType;
 
 /* One row of config.def, with the field's offset in ServerConfig. */
 typedef struct ConfRow {
@@ -115,6 +115,15 @@ set_value(ServerConfig *cfg, const ConfRow *r, const char *value, const char *or
 		*f = kc_xstrdup(value);
 		return true;
 	}
+	case CONF_LIST: {
+		/* each repeat adds a line */
+		char **f = str_field(cfg, r);
+		KcBuf b = {0};
+		kc_buf_printf(&b, "%s%s%s", *f, **f ? "\n" : "", value);
+		free(*f);
+		*f = kc_buf_take(&b, NULL);
+		return true;
+	}
 	case CONF_INT:
 	case CONF_SIZE: {
 		int64_t v;
@@ -196,7 +205,10 @@ config_usage(FILE *f)
 	fprintf(f, "usage: kcsd [--config FILE] [--OPTION VALUE]...\n\n"
 	           "  --config FILE             read \"key = value\" settings (flags win)\n"
 	           "  --help                    this text\n"
-	           "  --version                 print the version and exit\n");
+	           "  --version                 print the version and exit\n"
+	           "  --hash-token TOKEN [ROLE [NAME]]\n"
+	           "                            print the digest line for token/tokens_file and\n"
+	           "                            exit (TOKEN - reads it from stdin; ROLE: read)\n");
 	for (size_t i = 0; i < NROWS; i++) {
 		char flag[64];
 		snprintf(flag, sizeof flag, "%s", rows[i].name);
@@ -204,7 +216,7 @@ config_usage(FILE *f)
 			if (*p == '_')
 				*p = '-';
 		char def[64];
-		if (rows[i].type == CONF_STR)
+		if (rows[i].type == CONF_STR || rows[i].type == CONF_LIST)
 			snprintf(def, sizeof def, "\"%s\"", rows[i].def_str);
 		else
 			snprintf(def, sizeof def, "%" PRId64, rows[i].def_num);
@@ -217,7 +229,7 @@ set_defaults(ServerConfig *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
 	for (size_t i = 0; i < NROWS; i++) {
-		if (rows[i].type == CONF_STR)
+		if (rows[i].type == CONF_STR || rows[i].type == CONF_LIST)
 			*str_field(cfg, &rows[i]) = kc_xstrdup(rows[i].def_str);
 		else
 			*num_field(cfg, &rows[i]) = rows[i].def_num;
@@ -285,6 +297,11 @@ config_load(ServerConfig *cfg, int argc, char **argv)
 		fprintf(stderr, "kcsd: state_dir must not be empty\n");
 		return CONFIG_ERROR;
 	}
+	if (!*cfg->tls_cert_file != !*cfg->tls_key_file) {
+		fprintf(stderr,
+		        "kcsd: tls_cert_file and tls_key_file go together (one is empty)\n");
+		return CONFIG_ERROR;
+	}
 	if (!strchr(cfg->listen, ':')) {
 		fprintf(stderr, "kcsd: listen \"%s\" is not HOST:PORT\n", cfg->listen);
 		return CONFIG_ERROR;
@@ -317,7 +334,7 @@ void
 config_free(ServerConfig *cfg)
 {
 	for (size_t i = 0; i < NROWS; i++) {
-		if (rows[i].type == CONF_STR) {
+		if (rows[i].type == CONF_STR || rows[i].type == CONF_LIST) {
 			free(*str_field(cfg, &rows[i]));
 			*str_field(cfg, &rows[i]) = NULL;
 		}

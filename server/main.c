@@ -35,10 +35,46 @@ write_port_file(const char *path, int port)
 	return ok;
 }
 
+/* kcsd --hash-token TOKEN [ROLE [NAME]]: prints the line to put in the
+ * configuration (token = ... or a tokens_file line). TOKEN "-" reads it
+ * from stdin, so it stays out of shell history and ps. Returns the exit
+ * code. */
+static int
+hash_token(int argc, char **argv)
+{
+	char line[4096];
+	const char *tok = argc > 2 ? argv[2] : NULL;
+	const char *role = argc > 3 ? argv[3] : "read";
+	const char *name = argc > 4 ? argv[4] : NULL;
+	if (!tok || argc > 5 || !api_role_valid(role)) {
+		fprintf(stderr, "usage: kcsd --hash-token TOKEN|- [read|write|admin [NAME]]\n");
+		return 2;
+	}
+	if (strcmp(tok, "-") == 0) {
+		if (!fgets(line, sizeof line, stdin)) {
+			fprintf(stderr, "kcsd: no token on stdin\n");
+			return 2;
+		}
+		line[strcspn(line, "\r\n")] = 0;
+		tok = line;
+	}
+	if (!*tok) {
+		fprintf(stderr, "kcsd: the token is empty\n");
+		return 2;
+	}
+	KcBuf b = {0};
+	api_hash_token_line(tok, role, name, &b);
+	fputs(b.data, stdout);
+	kc_buf_free(&b);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	ServerConfig cfg;
+	if (argc > 1 && strcmp(argv[1], "--hash-token") == 0)
+		exit(hash_token(argc, argv));
 	switch (config_load(&cfg, argc, argv)) {
 	case CONFIG_OK: break;
 	case CONFIG_HELP:
@@ -66,7 +102,15 @@ main(int argc, char **argv)
 	kc_compiler_init();
 
 	KcErr err = {0};
-	CacheOptions copt = {.map_bytes = (size_t)cfg.cache_map_bytes};
+	CacheOptions copt = {
+	    .map_bytes = (size_t)cfg.cache_map_bytes,
+	    .max_bytes = (size_t)cfg.cache_max_bytes,
+	    .touch_flush_ms = (unsigned)cfg.cache_touch_flush_ms,
+	    .no_meta_sync = true,
+	};
+	/* the default ceiling follows a smaller map (e.g. in tests) */
+	if (copt.max_bytes >= copt.map_bytes && cfg.cache_max_bytes == 8589934592)
+		copt.max_bytes = 0;
 	Cache *cache = cache_open(cfg.state_dir, &copt, &err);
 	if (!cache) {
 		fprintf(stderr, "kcsd: %s\n", err.msg);
@@ -82,8 +126,29 @@ main(int argc, char **argv)
 	        },
 	    .max_body_bytes = (size_t)cfg.max_body_bytes,
 	    .linker = cfg.linker,
+	    .compile_timeout_s = (int)cfg.compile_timeout_s,
+	    .runner = cfg.runner,
+	    .verify_timeout_s = (int)cfg.verify_timeout_s,
+	    .test_fault_injection = cfg.test_fault_injection != 0,
 	};
 	ApiCtx *api = api_new(&acfg, cache);
+	ApiAuthConfig auth = {
+	    .tokens = cfg.token,
+	    .tokens_file = cfg.tokens_file,
+	    .anonymous_read = cfg.anonymous_read != 0,
+	};
+	ApiKeysConfig keys = {
+	    .signing_key_file = cfg.signing_key_file,
+	    .state_dir = cfg.state_dir,
+	    .verify_key_files = cfg.verify_key_files,
+	};
+	if (api_auth_init(api, &auth, &err) != KC_OK || api_keys_init(api, &keys, &err) != KC_OK) {
+		fprintf(stderr, "kcsd: %s\n", err.msg);
+		api_free(api);
+		cache_close(cache);
+		config_free(&cfg);
+		exit(err.status == KC_BAD_REQUEST ? 2 : 1);
+	}
 	Server *srv = server_new(&cfg, api, &err);
 	if (!srv) {
 		fprintf(stderr, "kcsd: %s\n", err.msg);
@@ -102,13 +167,18 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		exit(1);
 	}
-	kc_log(KC_LOG_INFO, "kcsd %s (build %s, LLVM %s) listening on %s port %d, state %s",
-	       KCSD_VERSION, KCSD_BUILD_ID, kc_llvm_version(), cfg.listen, port, cfg.state_dir);
+	kc_log(KC_LOG_INFO,
+	       "kcsd %s (build %s, LLVM %s) listening on %s port %d (%s, auth %s), state %s",
+	       KCSD_VERSION, KCSD_BUILD_ID, kc_llvm_version(), cfg.listen, port,
+	       *cfg.tls_cert_file ? "https" : "http", api_auth_mode(api), cfg.state_dir);
+	/* READY=1 only now: the cache is open and MHD is listening. */
+	Notifier *notifier = notify_ready(srv, port, (int)cfg.compile_timeout_s);
 
 	int sig = 0;
 	while (sigwait(&stop, &sig) != 0)
 		;
 	kc_log(KC_LOG_INFO, "signal %d: stopping", sig);
+	notify_stopping(notifier);
 
 	server_free(srv);
 	api_free(api);

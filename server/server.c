@@ -9,11 +9,16 @@
  * handler again, which queues it. NOTIFY_COMPLETED writes the one access
  * log line per request and frees the Req.
  *
+ * Auth (api_authorize) is decided when the headers are in, before any body
+ * is read. With tls_cert_file/tls_key_file MHD serves HTTPS (GnuTLS: MHD's
+ * only TLS), the PEM files read once at start.
+ *
  * Shutdown: quiesce (stop accepting) -> drain the workers (queued jobs run,
  * their connections resume) -> wait for in-flight requests to be answered
  * -> MHD_stop_daemon, with no connection left suspended.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -42,6 +47,8 @@ struct Server {
 	atomic_bool draining;
 	atomic_int active; /* requests with a Req not yet completed */
 	bool stopped;
+	char *tls_cert; /* PEM text, NULL without TLS; kept for MHD's life */
+	char *tls_key;
 };
 
 typedef struct QueryArg {
@@ -56,11 +63,13 @@ typedef struct Req {
 	int64_t t0;
 	char method[16];
 	char client[INET6_ADDRSTRLEN];
+	bool loopback; /* client is 127.0.0.0/8 or ::1 (protected mode) */
 	char *path;
 	char *content_type;
 	QueryArg query[MAX_QUERY_ARGS];
 	int nquery;
 	ApiMatch m;
+	bool routed; /* m is a matched route (for metrics) */
 	KcBuf body;
 	bool too_large;
 	uint64_t discarded;
@@ -108,12 +117,16 @@ req_new(Server *s, struct MHD_Connection *conn, const char *method, const char *
 	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	if (ci && ci->client_addr) {
 		const struct sockaddr *sa = ci->client_addr;
-		if (sa->sa_family == AF_INET)
-			inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->client,
-			          sizeof r->client);
-		else if (sa->sa_family == AF_INET6)
-			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
-			          r->client, sizeof r->client);
+		if (sa->sa_family == AF_INET) {
+			const struct in_addr *in = &((const struct sockaddr_in *)sa)->sin_addr;
+			inet_ntop(AF_INET, in, r->client, sizeof r->client);
+			r->loopback = (ntohl(in->s_addr) >> 24) == 127;
+		} else if (sa->sa_family == AF_INET6) {
+			const struct in6_addr *in6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+			inet_ntop(AF_INET6, in6, r->client, sizeof r->client);
+			r->loopback = IN6_IS_ADDR_LOOPBACK(in6) ||
+			              (IN6_IS_ADDR_V4MAPPED(in6) && in6->s6_addr[12] == 127);
+		}
 	}
 	r->path = kc_xstrdup(url ? url : "");
 	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
@@ -136,16 +149,57 @@ req_free(Req *r)
 	free(r);
 }
 
-/* Queues r->resp (taking its body). */
+/* A streamed body (ApiResponse.stream) handed to MHD. */
+typedef struct StreamCls {
+	long (*fn)(void *arg, char *buf, size_t max);
+	void (*done)(void *arg);
+	void *arg;
+} StreamCls;
+
+static ssize_t
+stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	StreamCls *sc = cls;
+	long n = sc->fn(sc->arg, buf, max);
+	if (n > 0)
+		return (ssize_t)n;
+	return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void
+stream_done(void *cls)
+{
+	StreamCls *sc = cls;
+	if (sc->done)
+		sc->done(sc->arg);
+	free(sc);
+}
+
+/* Queues r->resp (taking its body or stream). */
 static enum MHD_Result
 send_resp(Req *r)
 {
 	ApiResponse *p = &r->resp;
-	struct MHD_Response *mr =
-	    MHD_create_response_from_buffer(p->body_len, p->body, MHD_RESPMEM_MUST_FREE);
-	if (!mr)
-		return MHD_NO;
-	p->body = NULL;
+	struct MHD_Response *mr;
+	if (p->stream) {
+		StreamCls *sc = kc_xmalloc(sizeof *sc);
+		*sc = (StreamCls){p->stream, p->stream_free, p->stream_arg};
+		mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, sc,
+		                                       stream_done);
+		if (!mr) {
+			free(sc);
+			return MHD_NO;
+		}
+		p->stream = NULL;
+		p->stream_free = NULL;
+		p->stream_arg = NULL;
+	} else {
+		mr = MHD_create_response_from_buffer(p->body_len, p->body, MHD_RESPMEM_MUST_FREE);
+		if (!mr)
+			return MHD_NO;
+		p->body = NULL;
+	}
 	if (p->content_type)
 		MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, p->content_type);
 	if (p->header_name)
@@ -209,7 +263,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		r = req_new(s, conn, method, url);
 		*con_cls = r;
 		atomic_fetch_add(&s->active, 1);
-		if (!api_route(r->method, r->path, &r->m, &r->resp))
+		r->routed = api_route(r->method, r->path, &r->m, &r->resp);
+		if (!r->routed)
+			return send_resp(r);
+		/* auth from the headers alone: an unauthorised body is never read */
+		if (!api_authorize(s->api, &r->m,
+		                   MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		                                               MHD_HTTP_HEADER_AUTHORIZATION),
+		                   r->loopback, &r->resp))
 			return send_resp(r);
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -291,8 +352,10 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	for (char *p = path; *p; p++)
 		if ((unsigned char)*p < 0x21 || (unsigned char)*p >= 0x7f)
 			*p = '?';
+	int64_t us = kc_now_us() - r->t0;
+	api_metrics_request(s->api, r->routed ? (int)r->m.route : -1, r->status, us);
 	kc_log(KC_LOG_INFO, "%s %s %s %d %zu %lldus cache=%s%s", r->client, r->method, path,
-	       r->status, r->bytes, (long long)(kc_now_us() - r->t0), r->cache ? r->cache : "-",
+	       r->status, r->bytes, (long long)us, r->cache ? r->cache : "-",
 	       toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
 	req_free(r);
 	atomic_fetch_sub(&s->active, 1);
@@ -308,6 +371,31 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 		b.data[--b.len] = 0;
 	kc_log(KC_LOG_WARN, "http: %s", b.data ? b.data : "");
 	kc_buf_free(&b);
+}
+
+/* ApiGaugesFn: what /metrics needs from the server. */
+static void
+server_gauges(void *closure, ApiServerGauges *out)
+{
+	Server *s = closure;
+	WorkersStats ws;
+	workers_stats(s->workers, &ws);
+	*out = (ApiServerGauges){
+	    .queue_depth = ws.queued,
+	    .queue_capacity = ws.capacity,
+	    .workers = ws.threads,
+	    .workers_busy = ws.running,
+	    .requests_active = atomic_load(&s->active),
+	};
+}
+
+bool
+server_wedged(Server *s, int64_t stuck_us)
+{
+	WorkersStats ws;
+	workers_stats(s->workers, &ws);
+	return stuck_us > 0 && ws.running == ws.threads &&
+	       kc_now_us() - ws.progress_us > stuck_us;
 }
 
 /* "HOST:PORT", "[V6]:PORT" or ":PORT" -> an address for MHD. */
@@ -348,6 +436,32 @@ resolve_listen(const char *spec, struct sockaddr_storage *ss, bool *v6, KcErr *e
 	return true;
 }
 
+/* Reads a PEM file for MHD (NUL-terminated); `what` names the setting. */
+static bool
+read_pem(const char *path, const char *what, char **out, KcErr *err)
+{
+	FILE *f = fopen(path, "r");
+	KcBuf b = {0};
+	char chunk[4096];
+	size_t n;
+	if (!f) {
+		kc_fail(err, KC_BAD_REQUEST, what, "cannot read %s %s: %s", what, path,
+		        strerror(errno));
+		return false;
+	}
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20))
+		kc_buf_append(&b, chunk, n);
+	bool bad = ferror(f) != 0;
+	fclose(f);
+	if (bad || b.len >= (1u << 20) || !b.data || !strstr(b.data, "-----BEGIN ")) {
+		kc_fail(err, KC_BAD_REQUEST, what, "%s %s is not a PEM file", what, path);
+		kc_buf_free(&b);
+		return false;
+	}
+	*out = kc_buf_take(&b, NULL);
+	return true;
+}
+
 Server *
 server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 {
@@ -356,6 +470,13 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	if (!resolve_listen(cfg->listen, &ss, &v6, err))
 		return NULL;
 	Server *s = kc_xcalloc(1, sizeof *s);
+	if (*cfg->tls_cert_file &&
+	    (!read_pem(cfg->tls_cert_file, "tls_cert_file", &s->tls_cert, err) ||
+	     !read_pem(cfg->tls_key_file, "tls_key_file", &s->tls_key, err))) {
+		free(s->tls_cert);
+		free(s);
+		return NULL;
+	}
 	s->api = api;
 	s->max_body = (size_t)cfg->max_body_bytes;
 	s->max_discard = 16 * (uint64_t)s->max_body;
@@ -371,11 +492,19 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 		nworkers = n > 0 ? (int)n : 1;
 	}
 	s->workers = workers_new(nworkers, (int)cfg->queue_depth);
+	api_set_gauges(api, server_gauges, s);
 
 	unsigned flags =
 	    MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 	if (v6)
 		flags |= MHD_USE_IPv6;
+	struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
+	if (s->tls_cert) {
+		flags |= MHD_USE_TLS;
+		tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+		tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+		tls[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+	}
 	s->d = MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
 	    s, /* must come first */
@@ -385,10 +514,18 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	    (unsigned int)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	    (unsigned int)cfg->per_ip_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)cfg->connection_memory_bytes, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	    MHD_OPTION_END);
+	    MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 	if (!s->d) {
-		kc_fail(err, KC_INTERNAL, "listen", "cannot listen on %s", cfg->listen);
+		if (s->tls_cert)
+			kc_fail(err, KC_INTERNAL, "listen",
+			        "cannot serve HTTPS on %s: check that %s and %s are a matching "
+			        "PEM certificate and key (see the log)",
+			        cfg->listen, cfg->tls_cert_file, cfg->tls_key_file);
+		else
+			kc_fail(err, KC_INTERNAL, "listen", "cannot listen on %s", cfg->listen);
 		workers_free(s->workers);
+		free(s->tls_cert);
+		free(s->tls_key);
 		free(s);
 		return NULL;
 	}
@@ -436,5 +573,9 @@ server_free(Server *s)
 		return;
 	server_shutdown(s);
 	workers_free(s->workers);
+	if (s->tls_key)
+		explicit_bzero(s->tls_key, strlen(s->tls_key));
+	free(s->tls_key);
+	free(s->tls_cert);
 	free(s);
 }

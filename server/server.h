@@ -1,9 +1,11 @@
 /* server.h - the kcsd executable's parts: configuration (config.c, rows in
- * config.def), the libmicrohttpd front end (server.c) and the bounded
- * worker pool that runs blocking API handlers (workers.c).
+ * config.def), the libmicrohttpd front end (server.c), the bounded
+ * worker pool that runs blocking API handlers (workers.c) and systemd
+ * notification (notify.c).
  *
  * Life cycle (server/main.c): config_load -> kc_compiler_init -> cache_open
- * -> api_new -> server_new (starts threads) -> wait for SIGTERM/SIGINT ->
+ * -> api_new -> server_new (starts threads) -> notify_ready (READY=1,
+ * watchdog thread) -> wait for SIGTERM/SIGINT -> notify_stopping ->
  * server_shutdown (stop accepting, finish in-flight work, stop MHD) ->
  * server_free -> api_free -> cache_close. Only main.c calls exit().
  */
@@ -20,6 +22,7 @@
 #define CONFIG_T_STR char *
 #define CONFIG_T_INT int64_t
 #define CONFIG_T_SIZE int64_t
+#define CONFIG_T_LIST char *
 
 /* Every setting of config.def; strings are malloc'd (config_free). */
 typedef struct ServerConfig {
@@ -58,6 +61,13 @@ bool workers_submit(Workers *w, WorkFn fn, void *arg);
 /* Refuses new jobs from now on, then waits until every queued and running
  * job has finished. */
 void workers_drain(Workers *w);
+/* A consistent snapshot of the pool, for metrics and the watchdog. */
+typedef struct WorkersStats {
+	int queued, capacity; /* jobs waiting; queue_depth */
+	int threads, running; /* pool size; threads running a job */
+	int64_t progress_us;  /* kc_now_us() when a job last started or ended */
+} WorkersStats;
+void workers_stats(Workers *w, WorkersStats *out);
 void workers_free(Workers *w); /* drains, joins the threads; NULL allowed */
 
 /* ---- server.c ----------------------------------------------------------- */
@@ -73,5 +83,24 @@ int server_port(const Server *s); /* the bound port */
  * and be answered (up to shutdown_grace_s), then stop MHD. Blocks. */
 void server_shutdown(Server *s);
 void server_free(Server *s); /* calls server_shutdown if needed; NULL allowed */
+/* True when every worker thread has been running a job and none has
+ * started or finished one for longer than stuck_us (0: never): the pool
+ * is wedged and the watchdog stops pinging. Thread-safe. */
+bool server_wedged(Server *s, int64_t stuck_us);
+
+/* ---- notify.c ------------------------------------------------------------
+ * systemd notification (sd_notify): READY=1, STOPPING=1 and a watchdog
+ * thread sending WATCHDOG=1 every WATCHDOG_USEC/2 while the server is not
+ * wedged. Without $NOTIFY_SOCKET every call is a no-op; without
+ * $WATCHDOG_USEC no thread is started. */
+typedef struct Notifier Notifier;
+
+/* Sends READY=1 with a STATUS= line, then starts the watchdog thread when
+ * systemd asked for one. `srv` is borrowed and must outlive notify_stop.
+ * stuck_s: compile_timeout_s (0: the pool is never considered wedged). */
+Notifier *notify_ready(Server *srv, int port, int stuck_s);
+/* Sends STOPPING=1 and stops and joins the watchdog thread; NULL allowed
+ * (then only STOPPING=1). Call before server_free. */
+void notify_stopping(Notifier *n);
 
 #endif /* KCS_SERVER_H */

@@ -27,6 +27,7 @@ struct Workers {
 	bool stopping; /* threads exit once the queue is empty */
 	int nthreads;
 	pthread_t *threads;
+	int64_t progress_us; /* when a job last started or finished (kc_now_us) */
 };
 
 static void *
@@ -43,10 +44,12 @@ worker_main(void *arg)
 		w->head = (w->head + 1) % w->depth;
 		w->count--;
 		w->running++;
+		w->progress_us = kc_now_us();
 		pthread_mutex_unlock(&w->mu);
 		j.fn(j.arg);
 		pthread_mutex_lock(&w->mu);
 		w->running--;
+		w->progress_us = kc_now_us();
 		if (w->count == 0 && w->running == 0)
 			pthread_cond_broadcast(&w->idle);
 	}
@@ -68,6 +71,7 @@ workers_new(int nthreads, int queue_depth)
 	w->ring = kc_xcalloc((size_t)queue_depth, sizeof *w->ring);
 	w->nthreads = nthreads;
 	w->threads = kc_xcalloc((size_t)nthreads, sizeof *w->threads);
+	w->progress_us = kc_now_us();
 	/* Lowering recurses once per op of a graph (about 320 bytes a level,
 	 * more under ASan); max_ops is bounded in config.def so that this
 	 * reserved (not committed) stack always suffices. */
@@ -93,6 +97,20 @@ workers_submit(Workers *w, WorkFn fn, void *arg)
 	}
 	pthread_mutex_unlock(&w->mu);
 	return ok;
+}
+
+void
+workers_stats(Workers *w, WorkersStats *out)
+{
+	pthread_mutex_lock(&w->mu);
+	*out = (WorkersStats){
+	    .queued = w->count,
+	    .capacity = w->depth,
+	    .threads = w->nthreads,
+	    .running = w->running,
+	    .progress_us = w->progress_us,
+	};
+	pthread_mutex_unlock(&w->mu);
 }
 
 void

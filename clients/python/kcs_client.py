@@ -9,10 +9,19 @@ returned x86-64 shared object in this process through ctypes:
     with kc.ThreadPoolRuntime(4) as rt:
         (y,) = k(x, runtime=rt)
 
-Only the standard library and numpy. The kernel calling convention is
-described in clients/include/kcs_abi.h and docs/abi.md. A kernel is only
-loaded when its object_sha256 matches and every CPU feature it was compiled
-for is present on this machine (KcsFeatureError otherwise).
+Only the standard library and numpy, plus Debian's python3-cryptography
+for Ed25519 (libcrypto through ctypes when it is absent). The kernel calling
+convention is described in clients/include/kcs_abi.h and docs/abi.md. A
+kernel is only loaded when its object_sha256 matches, its signature verifies
+with a trusted key (KcsSignatureError otherwise) and every CPU feature it was
+compiled for is present on this machine (KcsFeatureError otherwise).
+
+Trusted keys: a file of "<key_id> <base64 raw public key>" lines, by default
+$KCS_TRUSTED_KEYS, then ~/.config/kcs/trusted_keys. Client(..., tofu=True)
+fills an empty or absent file from the server's /v1/keys (trust on first
+use, with a warning). HTTPS: Client("https://...", cacert="ca.pem") verifies
+the server certificate against that CA ($KCS_CACERT); token= or $KCS_TOKEN
+is sent as a bearer token.
 """
 
 import ctypes
@@ -22,6 +31,8 @@ import json
 import os
 import platform
 import queue
+import ssl
+import sys
 import tempfile
 import threading
 import urllib.error
@@ -33,6 +44,8 @@ import numpy as np
 
 __all__ = [
     "Client", "Kernel", "ThreadPoolRuntime", "KcsError", "KcsFeatureError",
+    "KcsSignatureError", "verify_artifact", "read_trusted_keys",
+    "default_trusted_keys_path",
     "host_target", "host_features", "check_target", "to_bfloat16",
     "from_bfloat16", "DEFAULT_SERVER", "MAX_RESPONSE_BYTES",
 ]
@@ -62,6 +75,159 @@ class KcsFeatureError(KcsError):
 
     def __init__(self, message):
         super().__init__(0, "missing_cpu_feature", "client", message)
+
+
+class KcsSignatureError(KcsError):
+    """The artifact's signature is missing, by an untrusted key, or does not
+    verify, or its object is not the one the signed metadata names."""
+
+    def __init__(self, message):
+        super().__init__(0, "bad_signature", "client", message)
+
+
+# ---- signatures -----------------------------------------------------------
+
+def default_trusted_keys_path():
+    """$KCS_TRUSTED_KEYS, else $XDG_CONFIG_HOME (~/.config)/kcs/trusted_keys."""
+    p = os.environ.get("KCS_TRUSTED_KEYS")
+    if p:
+        return p
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(
+        os.path.expanduser("~"), ".config")
+    return os.path.join(base, "kcs", "trusted_keys")
+
+
+def key_id(public_raw):
+    """First 16 hex characters of SHA-256 over the raw 32-byte key."""
+    return hashlib.sha256(public_raw).hexdigest()[:16]
+
+
+def read_trusted_keys(path):
+    """{key_id: raw public key bytes} from a trusted-keys file ({} when the
+    file does not exist). Lines: "<key_id> <base64 public key>"; '#'
+    comments. A line whose key_id is not its key's is an error."""
+    keys = {}
+    try:
+        f = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        return keys
+    with f:
+        for n, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            try:
+                raw = base64.b64decode(parts[1], validate=True)
+            except (IndexError, ValueError):
+                raw = b""
+            if len(parts) != 2 or len(raw) != 32 or key_id(raw) != parts[0]:
+                raise KcsSignatureError("%s:%d: expected \"<key_id> <base64 "
+                                        "public key>\" with key_id = sha256"
+                                        "(key)[:16]" % (path, n))
+            keys[parts[0]] = raw
+    return keys
+
+
+def _write_trusted_keys(path, keys):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        for kid, raw in keys.items():
+            f.write("%s %s\n" % (kid, base64.b64encode(raw).decode()))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+_libcrypto = None
+
+
+def _ed25519_verify(public_raw, sig, msg):
+    """True when sig is a valid Ed25519 signature of msg."""
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import \
+            Ed25519PublicKey
+    except ImportError:
+        return _ed25519_verify_ctypes(public_raw, sig, msg)
+    try:
+        Ed25519PublicKey.from_public_bytes(public_raw).verify(sig, msg)
+        return True
+    except (InvalidSignature, ValueError):
+        return False
+
+
+def _ed25519_verify_ctypes(public_raw, sig, msg):
+    global _libcrypto
+    if _libcrypto is None:
+        name = ctypes.util.find_library("crypto")
+        if not name:
+            raise KcsSignatureError("no Ed25519 implementation: install "
+                                    "python3-cryptography or libssl3")
+        lib = ctypes.CDLL(name)
+        lib.EVP_PKEY_new_raw_public_key.restype = ctypes.c_void_p
+        lib.EVP_PKEY_new_raw_public_key.argtypes = [
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.EVP_MD_CTX_new.restype = ctypes.c_void_p
+        lib.EVP_DigestVerifyInit.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_void_p]
+        lib.EVP_DigestVerify.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                         ctypes.c_size_t, ctypes.c_char_p,
+                                         ctypes.c_size_t]
+        lib.EVP_MD_CTX_free.argtypes = [ctypes.c_void_p]
+        lib.EVP_PKEY_free.argtypes = [ctypes.c_void_p]
+        _libcrypto = lib
+    lib = _libcrypto
+    pkey = lib.EVP_PKEY_new_raw_public_key(1087, None, public_raw, 32)
+    if not pkey:
+        return False
+    ctx = lib.EVP_MD_CTX_new()
+    try:
+        return (lib.EVP_DigestVerifyInit(ctx, None, None, None, pkey) == 1 and
+                lib.EVP_DigestVerify(ctx, sig, len(sig), msg, len(msg)) == 1)
+    finally:
+        lib.EVP_MD_CTX_free(ctx)
+        lib.EVP_PKEY_free(pkey)
+
+
+def verify_artifact(meta, obj, trusted):
+    """Checks an artifact before it is written or loaded: SHA-256(obj) is
+    meta["object_sha256"] and meta["signature"] is a valid Ed25519
+    signature, by a key in `trusted` ({key_id: raw key}), of
+    "kcs-artifact-v1:<kernel_id>:<object_sha256>:<workload_key>:<symbol>".
+    Raises KcsSignatureError."""
+    digest = hashlib.sha256(obj).hexdigest()
+    if digest != meta.get("object_sha256"):
+        raise KcsSignatureError("object sha256 %s does not match object_sha256 %s"
+                                % (digest, meta.get("object_sha256")))
+    sig = meta.get("signature")
+    if not isinstance(sig, dict) or not isinstance(sig.get("key_id"), str) \
+            or not isinstance(sig.get("sig"), str):
+        raise KcsSignatureError("kernel %s carries no signature"
+                                % meta.get("kernel_id"))
+    pub = trusted.get(sig["key_id"])
+    if pub is None:
+        raise KcsSignatureError(
+            "kernel %s is signed by key %s, which is not in the trusted keys "
+            "(add it, or use trust on first use on a fresh keys file)"
+            % (meta.get("kernel_id"), sig["key_id"]))
+    try:
+        raw_sig = base64.b64decode(sig["sig"], validate=True)
+    except ValueError:
+        raw_sig = b""
+    fields = [meta.get(k) for k in ("kernel_id", "object_sha256",
+                                    "workload_key", "symbol")]
+    if len(raw_sig) != 64 or not all(isinstance(x, str) for x in fields):
+        raise KcsSignatureError("kernel %s: malformed signature or metadata"
+                                % meta.get("kernel_id"))
+    msg = ("kcs-artifact-v1:" + ":".join(fields)).encode()
+    if not _ed25519_verify(pub, raw_sig, msg):
+        raise KcsSignatureError("kernel %s: signature by key %s does not verify"
+                                % (meta.get("kernel_id"), sig["key_id"]))
 
 
 # ---- host target ----------------------------------------------------------
@@ -601,14 +767,26 @@ def _read_capped(resp, cap):
 
 
 class Client:
-    """HTTP client of one kcsd server. url defaults to $KCS_SERVER, then
-    http://127.0.0.1:8787. $KCS_TOKEN, when set, is sent as a bearer token.
-    Responses are capped at MAX_RESPONSE_BYTES."""
+    """HTTP(S) client of one kcsd server. url defaults to $KCS_SERVER, then
+    http://127.0.0.1:8787. token (default $KCS_TOKEN) is sent as a bearer
+    token. cacert (default $KCS_CACERT): a PEM CA file the server
+    certificate must chain to (https). trusted_keys: path of the trusted
+    keys file (default default_trusted_keys_path()); tofu=True fills it
+    from /v1/keys when it is empty or absent. Responses are capped at
+    MAX_RESPONSE_BYTES."""
 
-    def __init__(self, url=None, timeout=600):
+    def __init__(self, url=None, timeout=600, cacert=None, token=None,
+                 trusted_keys=None, tofu=False):
         self.url = (url or os.environ.get("KCS_SERVER") or
                     DEFAULT_SERVER).rstrip("/")
         self.timeout = timeout
+        self.token = token if token is not None else os.environ.get("KCS_TOKEN")
+        cacert = cacert or os.environ.get("KCS_CACERT") or None
+        self._ctx = None
+        if self.url.startswith("https:"):
+            self._ctx = ssl.create_default_context(cafile=cacert)
+        self.trusted_keys_path = trusted_keys or default_trusted_keys_path()
+        self.tofu = tofu
 
     def request(self, method, path, body=None, ctype=None):
         """(status, headers, body bytes); raises KcsError for error replies."""
@@ -616,11 +794,11 @@ class Client:
                                      method=method)
         if ctype:
             req.add_header("Content-Type", ctype)
-        token = os.environ.get("KCS_TOKEN")
-        if token:
-            req.add_header("Authorization", "Bearer " + token)
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            with urllib.request.urlopen(req, timeout=self.timeout,
+                                        context=self._ctx) as r:
                 return r.status, r.headers, _read_capped(r, MAX_RESPONSE_BYTES)
         except urllib.error.HTTPError as e:
             raw = e.read(1 << 20)
@@ -648,11 +826,49 @@ class Client:
                                        "application/json")[2])
 
     def compile(self, src, target=None, check_features=True):
-        """Compiles `src` (JSON text, dict, bytes or a file path) and loads
-        the result. Returns a Kernel; raises KcsError/KcsFeatureError."""
+        """Compiles `src` (JSON text, dict, bytes or a file path), verifies
+        and loads the result. Returns a Kernel; raises KcsError,
+        KcsSignatureError or KcsFeatureError."""
         meta = self.compile_raw(src, target)
         obj = base64.b64decode(meta.pop("object_base64"), validate=True)
+        self.verify(meta, obj)
         return Kernel(meta, obj, check_features=check_features)
+
+    def load(self, kernel_id, check_features=True):
+        """Fetches a stored kernel (metadata and object), verifies and
+        loads it."""
+        meta = self.kernel(kernel_id)
+        obj = self.object(kernel_id)
+        self.verify(meta, obj)
+        return Kernel(meta, obj, check_features=check_features)
+
+    def keys(self):
+        """The server's public keys (GET /v1/keys): a list of dicts."""
+        return self.get_json("/v1/keys")["keys"]
+
+    def trusted(self):
+        """{key_id: raw key} of the trusted keys file; with tofu and an
+        empty or absent file, first fills it from the server's /v1/keys
+        (with a warning on stderr)."""
+        keys = read_trusted_keys(self.trusted_keys_path)
+        if keys or not self.tofu:
+            return keys
+        for k in self.keys():
+            raw = base64.b64decode(k.get("public_key", ""), validate=True)
+            if k.get("alg") == "ed25519" and len(raw) == 32 and \
+                    key_id(raw) == k.get("key_id"):
+                keys[k["key_id"]] = raw
+        if keys:
+            _write_trusted_keys(self.trusted_keys_path, keys)
+            sys.stderr.write("kcs: warning: trust on first use: trusting the "
+                             "key(s) %s of %s, stored in %s; check them out of "
+                             "band\n" % (", ".join(keys), self.url,
+                                         self.trusted_keys_path))
+        return keys
+
+    def verify(self, meta, obj):
+        """verify_artifact against this client's trusted keys."""
+        verify_artifact(meta, obj, self.trusted())
 
     def kernel(self, kernel_id):
         return self.get_json("/v1/kernels/" + urllib.parse.quote(kernel_id))

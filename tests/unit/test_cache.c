@@ -4,9 +4,14 @@
  * removes it afterwards. Covered: part round-trips, misses, index, workload
  * and schedule records, the size limit, restart survival, on-disk corruption
  * (read as a miss and counted), concurrent writers and readers, and the
- * error for a path that is not a directory.
+ * error for a path that is not a directory. Eviction and growth: map growth
+ * on MDB_MAP_FULL under concurrent writers (one growth, not one per
+ * writer), eviction keeps workloads and schedules, LRU order, delete, the
+ * collector thread, a truncated file moved aside at open, backup.
  */
 #include <fcntl.h>
+#include <ftw.h>
+#include <glob.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -89,15 +94,17 @@ tmp_dir(void)
 	return kc_xstrdup(d);
 }
 
+static int
+rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	return remove(path);
+}
+
 static void
 rm_dir(char *dir)
 {
-	char p[4200];
-	snprintf(p, sizeof p, "%s/data.mdb", dir);
-	unlink(p);
-	snprintf(p, sizeof p, "%s/lock.mdb", dir);
-	unlink(p);
-	rmdir(dir);
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	free(dir);
 }
 
@@ -487,6 +494,395 @@ not_a_directory(void)
 	rm_dir(dir);
 }
 
+/* ---- eviction and growth ---------------------------------------------- */
+
+static Cache *
+open_opts(const char *dir, const CacheOptions *opt)
+{
+	KcErr err = {0};
+	Cache *c = cache_open(dir, opt, &err);
+	OKF(c != NULL, "cache_open: %s", err.msg);
+	return c;
+}
+
+#define GROW_THREADS 8
+
+typedef struct Grower {
+	Cache *c;
+	unsigned id;
+	pthread_barrier_t *go;
+	atomic_int *failures;
+} Grower;
+
+static void *
+grower(void *arg)
+{
+	Grower *g = arg;
+	static char big[30000];
+	pthread_barrier_wait(g->go);
+	for (unsigned r = 0; r < 2; r++) {
+		KcDigest k;
+		char s[32];
+		KcErr err = {0};
+		snprintf(s, sizeof s, "grow %u %u", g->id, r);
+		kc_sha256(s, strlen(s), &k);
+		if (cache_put_workload(g->c, &k, big, sizeof big, &err) != KC_OK)
+			atomic_fetch_add(g->failures, 1);
+	}
+	return NULL;
+}
+
+/* Workloads fill a 1 MiB map to the brim (nothing there may be evicted);
+ * then 8 writers fail on MDB_MAP_FULL together: the map grows once. */
+static void
+growth_once(void)
+{
+	char *dir = tmp_dir();
+	CacheOptions opt = {.map_bytes = (size_t)1 << 20,
+	                    .max_bytes = ((size_t)1 << 20) - 4096,
+	                    .no_collector = true};
+	Cache *c = open_opts(dir, &opt);
+	CacheStats st;
+	static char fill[8000];
+	int n = 0;
+	if (!c)
+		goto done;
+	/* fill until about 90% of the map's pages are taken */
+	for (;; n++) {
+		KcDigest k;
+		char s[32];
+		snprintf(s, sizeof s, "fill %d", n);
+		kc_sha256(s, strlen(s), &k);
+		OK(cache_put_workload(c, &k, fill, sizeof fill, NULL) == KC_OK);
+		cache_stats(c, &st);
+		if (st.file_bytes > st.map_bytes / 10 * 9 || st.map_growths > 0)
+			break;
+	}
+	OKF(st.map_growths == 0 && st.map_bytes == (size_t)1 << 20, "growths %llu after %d",
+	    (unsigned long long)st.map_growths, n);
+	atomic_int failures;
+	atomic_init(&failures, 0);
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, GROW_THREADS);
+	pthread_t th[GROW_THREADS];
+	Grower g[GROW_THREADS];
+	for (unsigned i = 0; i < GROW_THREADS; i++) {
+		g[i] = (Grower){c, i, &go, &failures};
+		OK(pthread_create(&th[i], NULL, grower, &g[i]) == 0);
+	}
+	for (unsigned i = 0; i < GROW_THREADS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&go);
+	cache_stats(c, &st);
+	OKF(atomic_load(&failures) == 0, "failed writes: %d", atomic_load(&failures));
+	OKF(st.map_growths == 1, "map growths: %llu (want exactly 1)",
+	    (unsigned long long)st.map_growths);
+	OKF(st.map_bytes == (size_t)2 << 20, "map: %llu", (unsigned long long)st.map_bytes);
+	/* everything written reads back */
+	KcBuf b = {0};
+	KcDigest k;
+	kc_sha256("grow 7 1", 8, &k);
+	OK(cache_get_workload(c, &k, &b, NULL) == KC_OK && b.len == 30000);
+	kc_buf_free(&b);
+	cache_close(c);
+	/* the grown size is kept by the file: a reopen at 1 MiB still reads it */
+	c = open_opts(dir, &opt);
+	if (c) {
+		OK(cache_get_workload(c, &k, &b, NULL) == KC_OK && b.len == 30000);
+		kc_buf_free(&b);
+		cache_close(c);
+	}
+done:
+	rm_dir(dir);
+}
+
+static bool
+kernel_present(Cache *c, const TKernel *t)
+{
+	KcBuf b = {0};
+	bool ok = cache_get_part(c, &t->put.kernel_id, CACHE_PART_OBJECT, &b, NULL) == KC_OK;
+	kc_buf_free(&b);
+	return ok;
+}
+
+/* Presence without a read of a part (which would count as an access). */
+static bool
+kernel_indexed(Cache *c, const TKernel *t)
+{
+	KcDigest id;
+	return cache_get_index(c, &t->put.workload_key, t->target, &id, NULL) == KC_OK;
+}
+
+static void
+evict_keeps_schedules(void)
+{
+	char *dir = tmp_dir();
+	CacheOptions opt = {.map_bytes = (size_t)64 << 20, .no_collector = true};
+	Cache *c = open_opts(dir, &opt);
+	TKernel *t = kc_xmalloc(sizeof *t);
+	CacheEvictReport r;
+	CacheStats st;
+	KcErr err = {0};
+	if (!c)
+		goto done;
+	for (unsigned i = 0; i < 20; i++) {
+		make_kernel(t, 300 + i, "cpu");
+		OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+		OK(cache_put_schedule(c, &t->put.workload_key, "cpu", "{\"s\":1}", 7, NULL) == KC_OK);
+	}
+	cache_stats(c, &st);
+	OK(st.entries == 20 && st.entries_artifacts == 60);
+	OKF(cache_evict(c, 1, &r, &err) == KC_OK, "evict: %s", err.msg);
+	OKF(r.kernels == 20 && r.bytes_freed > 20 * 3000 && r.bytes_after < r.bytes_before,
+	    "evicted %llu kernels, %llu bytes", (unsigned long long)r.kernels,
+	    (unsigned long long)r.bytes_freed);
+	cache_stats(c, &st);
+	OK(st.entries == 0 && st.entries_artifacts == 0 && st.evictions == 20);
+	for (unsigned i = 0; i < 20; i++) {
+		KcBuf b = {0};
+		KcDigest id;
+		make_kernel(t, 300 + i, "cpu");
+		OK(!kernel_present(c, t));
+		OK(cache_get_index(c, &t->put.workload_key, "cpu", &id, NULL) == KC_NOT_FOUND);
+		OK(cache_get_workload(c, &t->put.workload_key, &b, NULL) == KC_OK &&
+		   strcmp(b.data, t->canonical) == 0);
+		kc_buf_free(&b);
+		OK(cache_get_schedule(c, &t->put.workload_key, "cpu", &b, NULL) == KC_OK &&
+		   strcmp(b.data, "{\"s\":1}") == 0);
+		kc_buf_free(&b);
+	}
+	/* nothing left to evict: a second run frees nothing and succeeds */
+	OK(cache_evict(c, 1, &r, NULL) == KC_OK && r.kernels == 0);
+	cache_close(c);
+done:
+	free(t);
+	rm_dir(dir);
+}
+
+#define LRU_N 200
+#define LRU_TOUCHED 100
+
+/* 200 kernels; the first 100 are read after all are stored. Evicting one
+ * batch (64 kernels) removes only kernels that were never read. */
+static void
+lru_order(void)
+{
+	char *dir = tmp_dir();
+	CacheOptions opt = {.map_bytes = (size_t)64 << 20, .no_collector = true};
+	Cache *c = open_opts(dir, &opt);
+	TKernel *t = kc_xmalloc(sizeof *t);
+	CacheEvictReport r;
+	CacheStats st;
+	if (!c)
+		goto done;
+	for (unsigned i = 0; i < LRU_N; i++) {
+		make_kernel(t, 1000 + i, "cpu");
+		OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+	}
+	struct timespec ts = {0, 2 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	for (unsigned i = 0; i < LRU_TOUCHED; i++) {
+		make_kernel(t, 1000 + i, "cpu");
+		OK(kernel_present(c, t));
+	}
+	OK(cache_flush_touches(c, NULL) == KC_OK);
+	cache_stats(c, &st);
+	OK(cache_evict(c, st.bytes_used - 1, &r, NULL) == KC_OK);
+	OKF(r.kernels == 64, "evicted %llu (one batch of 64 expected)",
+	    (unsigned long long)r.kernels);
+	int touched_gone = 0, untouched_gone = 0;
+	for (unsigned i = 0; i < LRU_N; i++) {
+		make_kernel(t, 1000 + i, "cpu");
+		if (!kernel_indexed(c, t)) {
+			if (i < LRU_TOUCHED)
+				touched_gone++;
+			else
+				untouched_gone++;
+		}
+	}
+	OKF(touched_gone == 0 && untouched_gone == 64, "touched gone %d, untouched gone %d",
+	    touched_gone, untouched_gone);
+	/* the stamps survive a restart */
+	cache_close(c);
+	c = open_opts(dir, &opt);
+	if (c) {
+		cache_stats(c, &st);
+		/* the next batch takes the 36 never-read kernels left first */
+		OK(cache_evict(c, st.bytes_used - 1, &r, NULL) == KC_OK && r.kernels == 64);
+		touched_gone = untouched_gone = 0;
+		for (unsigned i = 0; i < LRU_N; i++) {
+			make_kernel(t, 1000 + i, "cpu");
+			if (kernel_indexed(c, t))
+				continue;
+			if (i < LRU_TOUCHED)
+				touched_gone++;
+			else
+				untouched_gone++;
+		}
+		OKF(untouched_gone == LRU_N - LRU_TOUCHED && touched_gone == 64 - 36,
+		    "after restart: touched gone %d, untouched gone %d", touched_gone,
+		    untouched_gone);
+		cache_close(c);
+	}
+done:
+	free(t);
+	rm_dir(dir);
+}
+
+static void
+delete_kernel(void)
+{
+	char *dir = tmp_dir();
+	Cache *c = open_small(dir, 0);
+	TKernel *t = kc_xmalloc(sizeof *t), *u = kc_xmalloc(sizeof *u);
+	KcErr err = {0};
+	KcDigest id;
+	CacheStats st;
+	if (!c)
+		goto done;
+	make_kernel(t, 40, "cpu");
+	make_kernel(u, 41, "cpu");
+	OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+	OK(cache_put_kernel(c, &u->put, NULL) == KC_OK);
+	OK(cache_put_part(c, &t->put.kernel_id, CACHE_PART_ASM, "asm", 3, NULL) == KC_OK);
+	OK(cache_delete_kernel(c, &t->put.kernel_id, &err) == KC_OK);
+	OK(!kernel_present(c, t));
+	KcBuf b = {0};
+	OK(cache_get_part(c, &t->put.kernel_id, CACHE_PART_ASM, &b, NULL) == KC_NOT_FOUND);
+	OK(cache_get_index(c, &t->put.workload_key, "cpu", &id, NULL) == KC_NOT_FOUND);
+	OK(cache_get_workload(c, &t->put.workload_key, &b, NULL) == KC_OK);
+	kc_buf_free(&b);
+	OK(kernel_reads_back(c, u));
+	OK(cache_delete_kernel(c, &t->put.kernel_id, &err) == KC_NOT_FOUND);
+	OK(err.status == KC_OK);
+	cache_stats(c, &st);
+	OK(st.evictions == 1 && st.entries == 1 && st.entries_artifacts == 3);
+	cache_close(c);
+done:
+	free(t);
+	free(u);
+	rm_dir(dir);
+}
+
+/* The background thread writes stamps and evicts past the high water mark
+ * without being asked. */
+static void
+collector(void)
+{
+	char *dir = tmp_dir();
+	CacheOptions opt = {.map_bytes = (size_t)64 << 20,
+	                    .max_bytes = (size_t)512 << 10,
+	                    .touch_flush_ms = 20};
+	Cache *c = open_opts(dir, &opt);
+	TKernel *t = kc_xmalloc(sizeof *t);
+	CacheStats st;
+	if (!c)
+		goto done;
+	for (unsigned i = 0; i < 300; i++) {
+		make_kernel(t, 5000 + i, "cpu");
+		OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+	}
+	for (int i = 0; i < 300; i++) {
+		cache_stats(c, &st);
+		if (st.evictions > 0 && st.bytes_used <= opt.max_bytes / 100 * 90)
+			break;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	OKF(st.evictions > 0 && st.bytes_used <= opt.max_bytes / 100 * 90,
+	    "evictions %llu, %llu bytes in use", (unsigned long long)st.evictions,
+	    (unsigned long long)st.bytes_used);
+	/* the newest kernel is still there */
+	OK(kernel_present(c, t));
+	cache_close(c);
+done:
+	free(t);
+	rm_dir(dir);
+}
+
+static int
+count_damaged(const char *dir)
+{
+	char pat[4200];
+	glob_t g;
+	int n = 0;
+	snprintf(pat, sizeof pat, "%s/data.mdb.damaged-*", dir);
+	if (glob(pat, 0, NULL, &g) == 0)
+		n = (int)g.gl_pathc;
+	globfree(&g);
+	return n;
+}
+
+/* A data file cut short is moved aside and kcsd starts empty; so is one
+ * whose meta pages are garbage. */
+static void
+damaged_moved_aside(void)
+{
+	char *dir = tmp_dir();
+	char p[4200];
+	TKernel *t = kc_xmalloc(sizeof *t);
+	struct stat sb;
+	make_kernel(t, 60, "cpu");
+	Cache *c = open_small(dir, 0);
+	if (c) {
+		OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+		cache_close(c);
+	}
+	snprintf(p, sizeof p, "%s/data.mdb", dir);
+	OK(stat(p, &sb) == 0 && sb.st_size > 16384);
+	OK(truncate(p, sb.st_size / 2) == 0);
+	c = open_small(dir, 0);
+	if (c) {
+		OK(!kernel_present(c, t));
+		OK(count_damaged(dir) == 1);
+		OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+		cache_close(c);
+	}
+	/* garbage over both meta pages */
+	int fd = open(p, O_WRONLY);
+	static char junk[8192];
+	memset(junk, 0x5a, sizeof junk);
+	OK(fd >= 0 && pwrite(fd, junk, sizeof junk, 0) == (ssize_t)sizeof junk);
+	if (fd >= 0)
+		close(fd);
+	c = open_small(dir, 0);
+	if (c) {
+		OK(!kernel_present(c, t));
+		OK(count_damaged(dir) == 2);
+		cache_close(c);
+	}
+	free(t);
+	rm_dir(dir);
+}
+
+static void
+backup(void)
+{
+	char *dir = tmp_dir();
+	char path[4400], file[4500];
+	uint64_t bytes = 0;
+	KcErr err = {0};
+	TKernel *t = kc_xmalloc(sizeof *t);
+	make_kernel(t, 70, "cpu");
+	Cache *c = open_small(dir, 0);
+	if (!c)
+		goto done;
+	OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+	OKF(cache_backup(c, path, sizeof path, &bytes, &err) == KC_OK, "backup: %s", err.msg);
+	OK(strstr(path, "/backups/") != NULL && bytes > 0);
+	cache_close(c);
+	/* the copy opens as a store of its own and holds the kernel */
+	snprintf(file, sizeof file, "%s", path);
+	c = open_small(file, 0);
+	if (c) {
+		OK(kernel_reads_back(c, t));
+		cache_close(c);
+	}
+done:
+	free(t);
+	rm_dir(dir);
+}
+
 int
 main(void)
 {
@@ -499,5 +895,12 @@ main(void)
 	t_sub("corruption_is_a_miss", corruption_is_a_miss);
 	t_sub("concurrent", concurrent);
 	t_sub("not_a_directory", not_a_directory);
+	t_sub("growth_once", growth_once);
+	t_sub("evict_keeps_schedules", evict_keeps_schedules);
+	t_sub("lru_order", lru_order);
+	t_sub("delete_kernel", delete_kernel);
+	t_sub("collector", collector);
+	t_sub("damaged_moved_aside", damaged_moved_aside);
+	t_sub("backup", backup);
 	return t_done();
 }

@@ -1,0 +1,766 @@
+/* verify.c - POST /v1/verify: compile, run in a runner process, compare
+ * with the reference interpreter.
+ *
+ * The one idea: the kernel never runs inside the daemon. The body goes
+ * through the very compile path of POST /v1/compile (h_compile: same
+ * limits, errors, cache and singleflight), seeded random inputs are made
+ * from the parsed graph, and the kernel runs in `kcsd-runner`, started
+ * with posix_spawn (never a bare fork of this threaded process) under
+ * rlimits and a wall-clock timeout: a signal death answers
+ * failure "crashed", the timeout (SIGKILL) or RLIMIT_CPU "timeout". The
+ * daemon evaluates compiler/interp.c on the same inputs and compares each
+ * output: float32/float64 within rtol = atol = 1e-4, 1e-2 when float16 or
+ * bfloat16 is upstream; integers and bools exactly; elements that hang on
+ * a near-tie float comparison (kc_interp_ties) are counted apart.
+ *
+ * Test-only fault injection (--test-fault-injection 1): ?inject=crash or
+ * ?inject=hang makes the runner raise SIGSEGV or spin instead of running
+ * the kernel. Off by default; ?inject is refused with 400 then.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "internal.h"
+
+extern char **environ;
+
+#define VERIFY_DEFAULT_TIMEOUT_S 10
+#define VERIFY_DEFAULT_THREADS 2
+#define VERIFY_MAX_THREADS 64
+#define VERIFY_MAX_ARG_BYTES ((size_t)512 << 20)  /* inputs + outputs, twice */
+#define VERIFY_MAX_INTERP_BYTES ((size_t)2 << 30) /* interpreter cells */
+
+/* What the runner did. */
+typedef enum RunOutcome { RUN_OK, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR } RunOutcome;
+
+/* One kernel argument as the response's "args" describes it. */
+typedef struct Arg {
+	const char *dtype;
+	size_t bytes;
+	int64_t numel;
+	int esize;
+} Arg;
+
+/* ---- small helpers --------------------------------------------------------- */
+
+static int
+dtype_size(const char *dt)
+{
+	static const struct {
+		const char *n;
+		int b;
+	} t[] = {{"bool", 1},    {"int8", 1},     {"uint8", 1},  {"int16", 2},  {"uint16", 2},
+	         {"float16", 2}, {"bfloat16", 2}, {"int32", 4},  {"uint32", 4}, {"float32", 4},
+	         {"int64", 8},   {"uint64", 8},   {"float64", 8}};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		if (strcmp(t[i].n, dt) == 0)
+			return t[i].b;
+	return 0;
+}
+
+static bool
+is_float_name(const char *dt)
+{
+	return strcmp(dt, "float16") == 0 || strcmp(dt, "bfloat16") == 0 ||
+	       strcmp(dt, "float32") == 0 || strcmp(dt, "float64") == 0;
+}
+
+/* Element k of a buffer of dtype dt as a double (exact for <= 53-bit ints). */
+static double
+elem(const void *p, int64_t k, const char *dt)
+{
+	const unsigned char *b = (const unsigned char *)p + (size_t)k * (size_t)dtype_size(dt);
+	if (strcmp(dt, "float32") == 0) {
+		float f;
+		memcpy(&f, b, 4);
+		return f;
+	}
+	if (strcmp(dt, "float64") == 0) {
+		double d;
+		memcpy(&d, b, 8);
+		return d;
+	}
+	if (strcmp(dt, "bfloat16") == 0) {
+		uint32_t w = (uint32_t)(b[0] | b[1] << 8) << 16;
+		float f;
+		memcpy(&f, &w, 4);
+		return f;
+	}
+	if (strcmp(dt, "float16") == 0) {
+		unsigned h = (unsigned)(b[0] | b[1] << 8), e = (h >> 10) & 31, m = h & 1023;
+		double v = e == 0    ? ldexp(m, -24)
+		           : e == 31 ? (m ? NAN : INFINITY)
+		                     : ldexp(m + 1024, (int)e - 25);
+		return (h & 0x8000) ? -v : v;
+	}
+	int64_t i = 0;
+	uint64_t u = 0;
+	switch (dtype_size(dt)) {
+	case 1:
+		u = b[0];
+		i = (int8_t)b[0];
+		break;
+	case 2: {
+		uint16_t x;
+		memcpy(&x, b, 2);
+		u = x;
+		i = (int16_t)x;
+		break;
+	}
+	case 4: {
+		uint32_t x;
+		memcpy(&x, b, 4);
+		u = x;
+		i = (int32_t)x;
+		break;
+	}
+	default:
+		memcpy(&u, b, 8);
+		i = (int64_t)u;
+		break;
+	}
+	if (dt[0] == 'u' || strcmp(dt, "bool") == 0)
+		return (double)u;
+	return (double)i;
+}
+
+static int
+b64val(int c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/* Decodes standard padded base64; malloc'd, NULL on bad input. */
+static unsigned char *
+b64_decode(const char *s, size_t *len)
+{
+	size_t n = strlen(s), o = 0;
+	unsigned char *out = kc_xmalloc(n / 4 * 3 + 3);
+	unsigned acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '=')
+			break;
+		int v = b64val((unsigned char)s[i]);
+		if (v < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	*len = o;
+	return out;
+}
+
+static bool
+write_all(const char *path, const void *p, size_t n, int mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	const char *c = p;
+	if (fd < 0)
+		return false;
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			close(fd);
+			return false;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return close(fd) == 0;
+}
+
+/* Reads exactly n bytes of path into p. */
+static bool
+read_exact_file(const char *path, void *p, size_t n)
+{
+	FILE *f = fopen(path, "rbe");
+	bool ok;
+	if (!f)
+		return false;
+	ok = fread(p, 1, n, f) == n && fgetc(f) == EOF;
+	fclose(f);
+	return ok;
+}
+
+/* The first line of a small file (the runner's stderr), sanitised. */
+static void
+first_line(const char *path, char *out, size_t cap)
+{
+	FILE *f = fopen(path, "re");
+	out[0] = 0;
+	if (!f)
+		return;
+	if (fgets(out, (int)cap, f)) {
+		for (char *p = out; *p; p++)
+			if (*p == '\n' || (unsigned char)*p < 0x20)
+				*p = *p == '\n' ? 0 : ' ';
+	}
+	fclose(f);
+}
+
+/* The runner: configured, or kcsd-runner next to this executable. */
+static bool
+runner_path(const ApiCtx *a, char *out, size_t cap)
+{
+	if (a->cfg.runner && *a->cfg.runner) {
+		snprintf(out, cap, "%s", a->cfg.runner);
+		return true;
+	}
+	ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+	if (n <= 0 || (size_t)n >= cap - 1)
+		return false;
+	out[n] = 0;
+	char *slash = strrchr(out, '/');
+	if (!slash || (size_t)(slash - out) + sizeof "/kcsd-runner" > cap)
+		return false;
+	strcpy(slash, "/kcsd-runner");
+	return true;
+}
+
+/* ---- the runner process ------------------------------------------------------- */
+
+typedef struct RunSpec {
+	const char *runner, *so, *symbol, *in, *out, *err;
+	int threads;
+	int timeout_s;
+	size_t mem_bytes;
+	const char *fault; /* NULL, "crash" or "hang" */
+} RunSpec;
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Spawns the runner and waits for it, killing it at the timeout. */
+static RunOutcome
+run_kernel(const RunSpec *rs, char *detail, size_t cap)
+{
+	char threads[24], cpu[24], mem[32];
+	const char *argv[20];
+	int n = 0;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	pid_t pid;
+	int status = 0, rc;
+
+	snprintf(threads, sizeof threads, "%d", rs->threads);
+	snprintf(cpu, sizeof cpu, "%d", rs->timeout_s * (rs->threads + 1) + 1);
+	snprintf(mem, sizeof mem, "%zu", rs->mem_bytes);
+	argv[n++] = rs->runner;
+	argv[n++] = "--so";
+	argv[n++] = rs->so;
+	argv[n++] = "--symbol";
+	argv[n++] = rs->symbol;
+	argv[n++] = "--in";
+	argv[n++] = rs->in;
+	argv[n++] = "--out";
+	argv[n++] = rs->out;
+	argv[n++] = "--threads";
+	argv[n++] = threads;
+	argv[n++] = "--cpu-s";
+	argv[n++] = cpu;
+	argv[n++] = "--mem-bytes";
+	argv[n++] = mem;
+	if (rs->fault) {
+		argv[n++] = "--fault";
+		argv[n++] = rs->fault;
+	}
+	argv[n] = NULL;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, rs->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	/* none of the daemon's sockets or database files */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	/* no blocked signals, default dispositions, its own process group */
+	posix_spawnattr_init(&attr);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+	                                    POSIX_SPAWN_SETPGROUP);
+	rc = posix_spawn(&pid, rs->runner, &fa, &attr, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	if (rc != 0) {
+		snprintf(detail, cap, "cannot start %.200s: %s", rs->runner, strerror(rc));
+		return RUN_ERROR;
+	}
+
+	int64_t deadline = kc_now_us() + (int64_t)rs->timeout_s * 1000000;
+	bool killed = false;
+	long nap = 1;
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR) {
+			snprintf(detail, cap, "waitpid: %s", strerror(errno));
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			return RUN_ERROR;
+		}
+		if (!killed && kc_now_us() >= deadline) {
+			kill(pid, SIGKILL);
+			killed = true;
+		}
+		sleep_ms(nap);
+		if (nap < 20)
+			nap *= 2;
+	}
+	if (killed) {
+		snprintf(detail, cap, "no result within %d s; the runner was killed",
+		         rs->timeout_s);
+		return RUN_TIMEOUT;
+	}
+	if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		if (sig == SIGXCPU) {
+			snprintf(detail, cap, "the runner used up its CPU time limit");
+			return RUN_TIMEOUT;
+		}
+		snprintf(detail, cap, "the runner died of signal %d (%s)", sig, strsignal(sig));
+		return RUN_CRASHED;
+	}
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (code == 0)
+		return RUN_OK;
+	char line[200];
+	first_line(rs->err, line, sizeof line);
+	if (code == 4) {
+		snprintf(detail, cap, "runner failed: %s", line);
+		return RUN_ERROR;
+	}
+	snprintf(detail, cap, "the runner exited with status %d%s%s", code, line[0] ? ": " : "",
+	         line);
+	return RUN_CRASHED;
+}
+
+/* ---- targets ------------------------------------------------------------------ */
+
+/* True if every "+feature" of `need` is in `have` (comma lists). */
+static bool
+features_subset(const char *need, const char *have)
+{
+	const char *p = need;
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n > 0 && p[0] == '+') {
+			bool found = false;
+			for (const char *q = have; *q;) {
+				const char *qe = strchr(q, ',');
+				size_t qn = qe ? (size_t)(qe - q) : strlen(q);
+				if (qn == n && memcmp(p, q, n) == 0) {
+					found = true;
+					break;
+				}
+				q += qn + (qe != NULL);
+			}
+			if (!found)
+				return false;
+		}
+		p += n + (e != NULL);
+	}
+	return true;
+}
+
+/* The host can run code for t: same triple; the host's CPU model or the
+ * generic one; explicit features a subset of the host's. */
+static bool
+runnable(const ApiCtx *a, const KcTarget *t)
+{
+	if (!a->host_ok || strcmp(t->triple, a->host.triple) != 0)
+		return false;
+	if (strcmp(t->cpu, a->host.cpu) != 0 && strcmp(t->cpu, "x86-64") != 0 &&
+	    strcmp(t->cpu, "generic") != 0)
+		return false;
+	return features_subset(t->features, a->host.features);
+}
+
+/* ?target= for the inner compile request: our resolved name for "target",
+ * the caller's values for everything else. */
+typedef struct InnerQuery {
+	const ApiRequest *outer;
+	const char *target;
+} InnerQuery;
+
+static const char *
+inner_query(void *closure, const char *key)
+{
+	const InnerQuery *q = closure;
+	if (strcmp(key, "target") == 0)
+		return q->target;
+	return api_query(q->outer, key);
+}
+
+/* ---- the handler ---------------------------------------------------------------- */
+
+static void
+put_num(KcBuf *b, double x)
+{
+	if (isfinite(x))
+		kc_buf_printf(b, "%.9g", x);
+	else
+		kc_buf_puts(b, "null");
+}
+
+static bool
+parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Body: a composite JSON document; query: target=NAME (default cpu),
+ * seed=N, threads=N (0: rt == NULL), inject=crash|hang (test-only). */
+void
+h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
+{
+	int64_t t0 = kc_now_us();
+	KcErr err = {0};
+	KcTarget tgt;
+	ApiResponse cresp = {0};
+	CompileCtx *c = NULL;
+	KcGraph *g = NULL;
+	cJSON *meta = NULL;
+	unsigned char *obj = NULL;
+	size_t obj_len = 0;
+	Arg *ai = NULL;
+	void **kargs = NULL, **rargs = NULL;
+	uint8_t **ties = NULL;
+	char dir[512] = "", so[600], in[600], out[600], errp[600], runner[4096];
+	char tbuf[1024], detail[400] = "";
+	uint64_t seed = 0, threads = VERIFY_DEFAULT_THREADS;
+	const char *inject = api_query(req, "inject");
+	const char *sq = api_query(req, "seed"), *thq = api_query(req, "threads");
+	int nargs = 0, nin = 0;
+	KcBuf rb = {0}, inbuf = {0};
+
+	if (inject && !a->cfg.test_fault_injection) {
+		api_reply_error(resp, KC_BAD_REQUEST, "?inject",
+		                "?inject is test-only; start kcsd with --test-fault-injection 1");
+		return;
+	}
+	if (inject && strcmp(inject, "crash") != 0 && strcmp(inject, "hang") != 0) {
+		api_reply_error(resp, KC_BAD_REQUEST, "?inject", "inject must be crash or hang");
+		return;
+	}
+	if (sq && !parse_u64(sq, &seed)) {
+		api_reply_error(resp, KC_BAD_REQUEST, "?seed", "seed must be a decimal uint64");
+		return;
+	}
+	if (thq && (!parse_u64(thq, &threads) || threads > VERIFY_MAX_THREADS)) {
+		api_reply_error(resp, KC_BAD_REQUEST, "?threads", "threads must be 0..64");
+		return;
+	}
+	const char *tq = api_query_target(req, tbuf, sizeof tbuf);
+	if (kc_target_resolve(tq ? tq : "cpu", &tgt, &err) != KC_OK) {
+		if (!err.where[0])
+			snprintf(err.where, sizeof err.where, "?target");
+		api_reply_kcerr(resp, &err);
+		return;
+	}
+	if (!runnable(a, &tgt)) {
+		char msg[300];
+		snprintf(msg, sizeof msg, "target %.100s cannot run on this host (%.100s)",
+		         tgt.name, a->host_ok ? a->host.name : "unknown");
+		api_reply_error(resp, KC_BAD_TARGET, "?target", msg);
+		return;
+	}
+
+	/* compile through POST /v1/compile's own path */
+	InnerQuery iq = {.outer = req, .target = tgt.name};
+	ApiRequest creq = *req;
+	creq.query = inner_query;
+	creq.query_closure = &iq;
+	h_compile(a, m, &creq, &cresp);
+	if (cresp.status != 200) {
+		*resp = cresp;
+		return;
+	}
+	meta = cJSON_ParseWithLength(cresp.body, cresp.body_len);
+	const cJSON *jkid = cJSON_GetObjectItemCaseSensitive(meta, "kernel_id");
+	const cJSON *jsym = cJSON_GetObjectItemCaseSensitive(meta, "symbol");
+	const cJSON *jobj = cJSON_GetObjectItemCaseSensitive(meta, "object_base64");
+	if (!cJSON_IsString(jkid) || !cJSON_IsString(jsym) || !cJSON_IsString(jobj) ||
+	    !(obj = b64_decode(jobj->valuestring, &obj_len))) {
+		api_reply_error(resp, KC_INTERNAL, "verify", "unreadable compile response");
+		goto done;
+	}
+
+	/* the graph again, for the inputs and the interpreter */
+	c = compile_ctx_new();
+	if (kc_parse(c, req->body ? req->body : "", req->body_len, &a->cfg.limits, &g, &err) !=
+	    KC_OK) {
+		api_reply_kcerr(resp, &err);
+		goto done;
+	}
+	nargs = kc_graph_nargs(g);
+	ai = kc_xcalloc((size_t)nargs + 1, sizeof *ai);
+	kargs = kc_xcalloc((size_t)nargs + 1, sizeof *kargs);
+	rargs = kc_xcalloc((size_t)nargs + 1, sizeof *rargs);
+	size_t total = 0;
+	for (int i = 0; i < nargs; i++) {
+		KcArgInfo x;
+		kc_graph_arg(g, i, &x);
+		ai[i].dtype = x.dtype;
+		ai[i].esize = dtype_size(x.dtype);
+		ai[i].numel = 1;
+		for (int d = 0; d < x.rank; d++)
+			ai[i].numel *= x.shape[d];
+		KC_ASSERT(ai[i].esize > 0);
+		ai[i].bytes = (size_t)ai[i].numel * (size_t)ai[i].esize;
+		total += ai[i].bytes * (x.is_output ? 2 : 1);
+		if (!x.is_output)
+			nin++;
+		if (total > VERIFY_MAX_ARG_BYTES) {
+			api_reply_error(
+			    resp, KC_TOO_LARGE, "verify",
+			    "the kernel's arguments are too large to verify (over 512 MiB)");
+			goto done;
+		}
+	}
+	for (int i = 0; i < nargs; i++) {
+		kargs[i] = kc_xmalloc(ai[i].bytes ? ai[i].bytes : 1);
+		rargs[i] = i < nin ? kargs[i] : kc_xcalloc(1, ai[i].bytes ? ai[i].bytes : 1);
+	}
+	kc_interp_random_inputs(c, g, seed, kargs);
+
+	/* files for the runner */
+	const char *tmp = a->cfg.tmpdir && *a->cfg.tmpdir ? a->cfg.tmpdir : getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	snprintf(dir, sizeof dir, "%s/kcsd-verify-XXXXXX", tmp);
+	if (!mkdtemp(dir)) {
+		dir[0] = 0;
+		api_reply_error(resp, KC_INTERNAL, "verify", "cannot create a scratch directory");
+		goto done;
+	}
+	snprintf(so, sizeof so, "%s/k.so", dir);
+	snprintf(in, sizeof in, "%s/in.bin", dir);
+	snprintf(out, sizeof out, "%s/out.bin", dir);
+	snprintf(errp, sizeof errp, "%s/err.txt", dir);
+	uint32_t hdr[2] = {(uint32_t)nargs, (uint32_t)nin};
+	kc_buf_append(&inbuf, "KCSRUN1", 8);
+	kc_buf_append(&inbuf, hdr, sizeof hdr);
+	for (int i = 0; i < nargs; i++) {
+		uint64_t sz = ai[i].bytes;
+		kc_buf_append(&inbuf, &sz, sizeof sz);
+	}
+	for (int i = 0; i < nin; i++)
+		kc_buf_append(&inbuf, kargs[i], ai[i].bytes);
+	if (!write_all(so, obj, obj_len, 0700) || !write_all(in, inbuf.data, inbuf.len, 0600)) {
+		api_reply_error(resp, KC_INTERNAL, "verify", "cannot write scratch files");
+		goto done;
+	}
+	kc_buf_free(&inbuf);
+	if (!runner_path(a, runner, sizeof runner)) {
+		api_reply_error(resp, KC_INTERNAL, "verify", "cannot locate kcsd-runner");
+		goto done;
+	}
+
+	RunSpec rs = {
+	    .runner = runner,
+	    .so = so,
+	    .symbol = jsym->valuestring,
+	    .in = in,
+	    .out = out,
+	    .err = errp,
+	    .threads = (int)threads,
+	    .timeout_s =
+	        a->cfg.verify_timeout_s > 0 ? a->cfg.verify_timeout_s : VERIFY_DEFAULT_TIMEOUT_S,
+	    .mem_bytes = ((size_t)4 << 30) + 2 * total, /* address space: threads, arenas */
+	    .fault = inject,
+	};
+	int64_t r0 = kc_now_us();
+	RunOutcome ro = run_kernel(&rs, detail, sizeof detail);
+	double run_ms = api_ms_since(r0);
+	if (ro == RUN_ERROR) {
+		kc_log(KC_LOG_WARN, "verify: %s", detail);
+		api_reply_error(resp, KC_INTERNAL, "verify", detail);
+		goto done;
+	}
+	bool ok = ro == RUN_OK;
+	const char *failure = ro == RUN_CRASHED ? "crashed" : ro == RUN_TIMEOUT ? "timeout" : NULL;
+	KcBuf outs = {0};
+	if (ok) {
+		size_t obytes = 0;
+		for (int i = nin; i < nargs; i++)
+			obytes += ai[i].bytes;
+		unsigned char *ob = kc_xmalloc(obytes ? obytes : 1);
+		if (!read_exact_file(out, ob, obytes)) {
+			free(ob);
+			api_reply_error(resp, KC_INTERNAL, "verify",
+			                "the runner's output is incomplete");
+			goto done;
+		}
+		for (size_t off = 0, i = (size_t)nin; i < (size_t)nargs; off += ai[i].bytes, i++)
+			memcpy(kargs[i], ob + off, ai[i].bytes);
+		free(ob);
+		ties = kc_xcalloc((size_t)(nargs - nin) + 1, sizeof *ties);
+		for (int i = nin; i < nargs; i++)
+			ties[i - nin] = kc_xmalloc((size_t)ai[i].numel + 1);
+		if (kc_interp_ties(c, g, rargs, VERIFY_MAX_INTERP_BYTES, ties, &err) != KC_OK) {
+			api_reply_kcerr(resp, &err);
+			goto done;
+		}
+		kc_buf_putc(&outs, '[');
+		for (int i = nin; i < nargs; i++) {
+			KcArgInfo x;
+			kc_graph_arg(g, i, &x);
+			bool fl = is_float_name(ai[i].dtype);
+			double tol = kc_interp_half_upstream(c, g, i - nin) ? 1e-2 : 1e-4;
+			double maxa = 0, maxr = 0;
+			int64_t bad = 0, first_bad = -1, nties = 0;
+			for (int64_t e = 0; e < ai[i].numel; e++) {
+				double gv = elem(kargs[i], e, ai[i].dtype);
+				double rv = elem(rargs[i], e, ai[i].dtype);
+				bool same;
+				if (fl)
+					same = (isnan(gv) && isnan(rv)) || gv == rv ||
+					       fabs(gv - rv) <= tol + tol * fabs(rv);
+				else
+					same = memcmp((char *)kargs[i] + e * ai[i].esize,
+					              (char *)rargs[i] + e * ai[i].esize,
+					              (size_t)ai[i].esize) == 0;
+				if (!same && ties[i - nin][e]) { /* a near-tie comparison upstream */
+					nties++;
+					continue;
+				}
+				if (!(isnan(gv) && isnan(rv)) && gv != rv) {
+					double ad = fabs(gv - rv);
+					if (!(ad <= maxa))
+						maxa = ad;
+					if (rv != 0 && !(ad / fabs(rv) <= maxr))
+						maxr = ad / fabs(rv);
+				}
+				if (!same && bad++ == 0)
+					first_bad = e;
+			}
+			if (bad)
+				ok = false;
+			kc_buf_printf(&outs, "%s{\"index\":%d,\"tensor_name\":", i > nin ? "," : "",
+			              i);
+			api_json_str(&outs, x.tensor_name ? x.tensor_name : "");
+			kc_buf_puts(&outs, ",\"dtype\":");
+			api_json_str(&outs, ai[i].dtype);
+			kc_buf_puts(&outs, ",\"max_abs_err\":");
+			put_num(&outs, maxa);
+			kc_buf_puts(&outs, ",\"max_rel_err\":");
+			put_num(&outs, maxr);
+			kc_buf_printf(&outs, ",\"tolerance\":%g,\"mismatches\":%lld,\"ties\":%lld",
+			              fl ? tol : 0.0, (long long)bad, (long long)nties);
+			if (bad) {
+				kc_buf_printf(&outs,
+				              ",\"first_mismatch\":{\"element\":%lld,\"got\":",
+				              (long long)first_bad);
+				put_num(&outs, elem(kargs[i], first_bad, ai[i].dtype));
+				kc_buf_puts(&outs, ",\"want\":");
+				put_num(&outs, elem(rargs[i], first_bad, ai[i].dtype));
+				kc_buf_putc(&outs, '}');
+			}
+			kc_buf_putc(&outs, '}');
+		}
+		kc_buf_putc(&outs, ']');
+		if (!ok)
+			failure = "mismatch";
+	} else {
+		kc_buf_puts(&outs, "[]");
+		kc_log(KC_LOG_WARN, "verify %s: %s", jkid->valuestring, detail);
+	}
+
+	kc_buf_printf(&rb, "{\"ok\":%s,\"failure\":", ok ? "true" : "false");
+	if (failure)
+		kc_buf_printf(&rb, "\"%s\"", failure);
+	else
+		kc_buf_puts(&rb, "null");
+	if (detail[0]) {
+		kc_buf_puts(&rb, ",\"detail\":");
+		api_json_str(&rb, detail);
+	}
+	kc_buf_puts(&rb, ",\"outputs\":");
+	kc_buf_append(&rb, outs.data, outs.len);
+	kc_buf_free(&outs);
+	kc_buf_printf(&rb, ",\"kernel_id\":\"%s\",\"target\":", jkid->valuestring);
+	api_json_str(&rb, tgt.name);
+	kc_buf_printf(&rb,
+	              ",\"seed\":%llu,\"threads\":%d,\"cache\":\"%s\",\"run_ms\":%.3f,"
+	              "\"request_ms\":%.3f}\n",
+	              (unsigned long long)seed, (int)threads, cresp.cache ? cresp.cache : "miss",
+	              run_ms, api_ms_since(t0));
+	api_reply_json_buf(resp, 200, &rb);
+
+done:
+	if (dir[0]) {
+		unlink(so);
+		unlink(in);
+		unlink(out);
+		unlink(errp);
+		rmdir(dir);
+	}
+	for (int i = 0; i < nargs && kargs; i++) {
+		free(kargs[i]);
+		if (i >= nin && rargs)
+			free(rargs[i]);
+	}
+	for (int i = 0; ties && i < nargs - nin; i++)
+		free(ties[i]);
+	free(ties);
+	free(kargs);
+	free(rargs);
+	free(ai);
+	kc_buf_free(&rb);
+	kc_buf_free(&inbuf);
+	free(obj);
+	cJSON_Delete(meta);
+	api_response_free(&cresp);
+	compile_ctx_free(c);
+}

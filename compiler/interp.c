@@ -1,0 +1,760 @@
+/* interp.c - the reference interpreter: evaluates a parsed IrGraph op by op
+ * on whole tensors, with the kcs-cpu-v1 argument layout.
+ *
+ * The one idea: it shares nothing with lower.c, sched.c or emit_llvm.c (it
+ * only reads the IrGraph), so the compiled kernel and this file check each
+ * other. Every tensor is an array of 8-byte cells: floats as double,
+ * integers and bools as int64 (unsigned values as their uint64 bits).
+ * Float ops compute in double and round each result to its declared dtype
+ * (float32 through (float), float16 and bfloat16 by round-to-nearest-even
+ * on the binary16/bfloat16 grid); integer ops are exact, wrapping to their
+ * width. The backend's conventions are followed: integer x / 0 == 0 and
+ * INT_MIN / -1 == INT_MIN; float -> int casts truncate and saturate, NaN
+ * -> 0; Round is half away from zero; comparisons give bool 0/1.
+ *
+ * kc_interp_ties also tracks, per element, whether it depends on a float
+ * comparison whose operands were within rounding distance (a tie mask), so
+ * callers can excuse a kernel that decided such a comparison differently.
+ *
+ * Memory: value buffers are malloc'd and freed after their last use (they
+ * can be large; the arena holds only bookkeeping), and the live total is
+ * bounded by the caller's max_bytes.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef union Cell {
+	double f;
+	int64_t i;
+	uint64_t u;
+} Cell;
+
+typedef struct Interp {
+	const IrGraph *g;
+	Cell **val;       /* per value id: its cells, or NULL */
+	uint8_t **tie;    /* per value id: its tie mask, or NULL (none set) */
+	char *half;       /* per value id: float16/bfloat16 upstream */
+	bool ties;        /* track tie masks (kc_interp_ties) */
+	int *left;        /* per value id: uses left before it can be freed */
+	size_t live, max; /* bytes */
+	KcErr *err;
+} Interp;
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+static bool
+isfl(KcDtype dt)
+{
+	return kc_dtype_info[dt].cls == DTC_FLOAT;
+}
+
+static bool
+issigned(KcDtype dt)
+{
+	return kc_dtype_info[dt].cls == DTC_INT;
+}
+
+/* Round x to a binary float with `prec` significand bits, smallest quantum
+ * 2^qmin and largest finite value maxv, to nearest even. */
+static double
+round_bin(double x, int prec, int qmin, double maxv)
+{
+	int e, qe;
+	double r;
+
+	if (x == 0 || !isfinite(x))
+		return x;
+	(void)frexp(x, &e);
+	qe = e - prec < qmin ? qmin : e - prec;
+	r = ldexp(nearbyint(ldexp(x, -qe)), qe);
+	if (fabs(r) > maxv)
+		r = copysign(INFINITY, x);
+	return r;
+}
+
+/* A double rounded to float dtype dt. */
+static double
+round_fl(double x, KcDtype dt)
+{
+	switch (dt) {
+	case KC_DT_FLOAT16: return round_bin(x, 11, -24, 65504.0);
+	case KC_DT_BFLOAT16: return round_bin(x, 8, -133, 0x1.fep127);
+	case KC_DT_FLOAT32: return (double)(float)x;
+	case KC_DT_FLOAT64: return x;
+	case KC_DT_BOOL:
+	case KC_DT_INT8:
+	case KC_DT_INT16:
+	case KC_DT_INT32:
+	case KC_DT_INT64:
+	case KC_DT_UINT8:
+	case KC_DT_UINT16:
+	case KC_DT_UINT32:
+	case KC_DT_UINT64:
+	case KC_DT_COMPLEX64:
+	case KC_DT_COMPLEX128:
+	case KC_DT_COUNT: break;
+	}
+	return x;
+}
+
+/* An int64 wrapped to integer dtype dt (two's complement), bool to 0/1. */
+static int64_t
+wrap(uint64_t x, KcDtype dt)
+{
+	int bits = 8 * kc_dtype_info[dt].bytes;
+
+	if (dt == KC_DT_BOOL)
+		return x != 0;
+	if (bits == 64)
+		return (int64_t)x;
+	x &= (UINT64_C(1) << bits) - 1;
+	if (issigned(dt) && (x >> (bits - 1)))
+		x |= ~((UINT64_C(1) << bits) - 1);
+	return (int64_t)x;
+}
+
+/* float -> integer dtype: truncate, saturate, NaN -> 0. */
+static int64_t
+fl_to_int(double x, KcDtype dt)
+{
+	int bits = 8 * kc_dtype_info[dt].bytes;
+
+	if (dt == KC_DT_BOOL)
+		return x != 0; /* NaN != 0 is true, as in the backend */
+	if (isnan(x))
+		return 0;
+	x = trunc(x);
+	if (issigned(dt)) {
+		double hi = ldexp(1, bits - 1);
+		if (x >= hi)
+			return bits == 64 ? INT64_MAX : (int64_t)(hi - 1);
+		if (x < -hi)
+			return bits == 64 ? INT64_MIN : (int64_t)-hi;
+		return (int64_t)x;
+	}
+	if (x <= 0)
+		return 0;
+	if (x >= ldexp(1, bits))
+		return bits == 64 ? (int64_t)UINT64_MAX : (int64_t)(ldexp(1, bits) - 1);
+	return (int64_t)(uint64_t)x;
+}
+
+/* A cell of dtype `from` as a double. */
+static double
+as_double(Cell c, KcDtype from)
+{
+	if (isfl(from))
+		return c.f;
+	if (from == KC_DT_UINT64)
+		return (double)c.u;
+	return (double)c.i;
+}
+
+/* Cast semantics, one cell. */
+static Cell
+cast_cell(Cell c, KcDtype from, KcDtype to)
+{
+	Cell r;
+
+	if (isfl(to)) {
+		if (isfl(from))
+			r.f = round_fl(c.f, to);
+		else if (to == KC_DT_FLOAT32) /* one rounding, like sitofp */
+			r.f = from == KC_DT_UINT64 ? (double)(float)c.u : (double)(float)c.i;
+		else
+			r.f = round_fl(as_double(c, from), to);
+		return r;
+	}
+	if (isfl(from))
+		r.i = fl_to_int(c.f, to);
+	else if (to == KC_DT_BOOL)
+		r.i = c.i != 0;
+	else
+		r.i = wrap(c.u, to);
+	return r;
+}
+
+/* ---- loading and storing ----------------------------------------------- */
+
+static Cell
+load(const void *p, int64_t k, KcDtype dt)
+{
+	Cell c = {.i = 0};
+	uint16_t h;
+	float f;
+
+	switch (dt) {
+	case KC_DT_BOOL: c.i = ((const uint8_t *)p)[k] != 0; break;
+	case KC_DT_INT8: c.i = ((const int8_t *)p)[k]; break;
+	case KC_DT_INT16: c.i = ((const int16_t *)p)[k]; break;
+	case KC_DT_INT32: c.i = ((const int32_t *)p)[k]; break;
+	case KC_DT_INT64: c.i = ((const int64_t *)p)[k]; break;
+	case KC_DT_UINT8: c.i = ((const uint8_t *)p)[k]; break;
+	case KC_DT_UINT16: c.i = ((const uint16_t *)p)[k]; break;
+	case KC_DT_UINT32: c.i = ((const uint32_t *)p)[k]; break;
+	case KC_DT_UINT64: c.u = ((const uint64_t *)p)[k]; break;
+	case KC_DT_FLOAT16: {
+		memcpy(&h, (const char *)p + 2 * k, 2);
+		int e = (h >> 10) & 31, m = h & 1023;
+		double v = e == 0    ? ldexp(m, -24)
+		           : e == 31 ? (m ? NAN : INFINITY)
+		                     : ldexp(m + 1024, e - 25);
+		c.f = (h & 0x8000) ? -v : v;
+		break;
+	}
+	case KC_DT_BFLOAT16: {
+		uint32_t w;
+		memcpy(&h, (const char *)p + 2 * k, 2);
+		w = (uint32_t)h << 16;
+		memcpy(&f, &w, 4);
+		c.f = f;
+		break;
+	}
+	case KC_DT_FLOAT32:
+		memcpy(&f, (const char *)p + 4 * k, 4);
+		c.f = f;
+		break;
+	case KC_DT_FLOAT64: memcpy(&c.f, (const char *)p + 8 * k, 8); break;
+	case KC_DT_COMPLEX64:
+	case KC_DT_COMPLEX128:
+	case KC_DT_COUNT:
+		KC_ASSERT(!"unsupported dtype");
+		c.i = 0;
+		break;
+	}
+	return c;
+}
+
+/* binary16 bits of a double already on the float16 grid */
+static uint16_t
+f16_bits(double x)
+{
+	uint16_t s = signbit(x) ? 0x8000 : 0;
+	int e;
+
+	if (isnan(x))
+		return 0x7e00;
+	x = fabs(x);
+	if (isinf(x))
+		return s | 0x7c00;
+	if (x < ldexp(1, -14)) /* subnormal or zero */
+		return s | (uint16_t)ldexp(x, 24);
+	(void)frexp(x, &e); /* x = m 2^e, m in [0.5, 1) */
+	return s | (uint16_t)((e + 14) << 10) | ((uint16_t)ldexp(x, 11 - e) & 1023);
+}
+
+static void
+store(void *p, int64_t k, KcDtype dt, Cell c)
+{
+	float f;
+
+	switch (dt) {
+	case KC_DT_BOOL: ((uint8_t *)p)[k] = c.i != 0; break;
+	case KC_DT_INT8: ((int8_t *)p)[k] = (int8_t)c.i; break;
+	case KC_DT_INT16: ((int16_t *)p)[k] = (int16_t)c.i; break;
+	case KC_DT_INT32: ((int32_t *)p)[k] = (int32_t)c.i; break;
+	case KC_DT_INT64: ((int64_t *)p)[k] = c.i; break;
+	case KC_DT_UINT8: ((uint8_t *)p)[k] = (uint8_t)c.u; break;
+	case KC_DT_UINT16: ((uint16_t *)p)[k] = (uint16_t)c.u; break;
+	case KC_DT_UINT32: ((uint32_t *)p)[k] = (uint32_t)c.u; break;
+	case KC_DT_UINT64: ((uint64_t *)p)[k] = c.u; break;
+	case KC_DT_FLOAT16: {
+		uint16_t h = f16_bits(c.f);
+		memcpy((char *)p + 2 * k, &h, 2);
+		break;
+	}
+	case KC_DT_BFLOAT16: {
+		uint32_t w;
+		uint16_t h;
+		f = (float)c.f; /* exact: the value is on the bfloat16 grid */
+		memcpy(&w, &f, 4);
+		h = isnan(c.f) ? 0x7fc0 : (uint16_t)(w >> 16);
+		memcpy((char *)p + 2 * k, &h, 2);
+		break;
+	}
+	case KC_DT_FLOAT32:
+		f = (float)c.f;
+		memcpy((char *)p + 4 * k, &f, 4);
+		break;
+	case KC_DT_FLOAT64: memcpy((char *)p + 8 * k, &c.f, 8); break;
+	case KC_DT_COMPLEX64:
+	case KC_DT_COMPLEX128:
+	case KC_DT_COUNT: KC_ASSERT(!"unsupported dtype"); break;
+	}
+}
+
+/* ---- one op on cells ------------------------------------------------------ */
+
+/* The elementwise op of node nd on operand cells a[] (operand dtype at,
+ * result dtype dt), before rounding to dt. */
+static Cell
+op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
+{
+	Cell r = {.i = 0};
+	bool fl = isfl(dt), afl = isfl(at), sg = issigned(at);
+	bool bo = dt == KC_DT_BOOL;
+	double x = a[0].f, y = 0;
+	uint64_t u = a[0].u, v = 0;
+
+	if (ir_op_info[op].arity >= 2) {
+		y = a[1].f;
+		v = a[1].u;
+	}
+	switch (op) {
+	case IR_OP_ADD:
+		if (fl)
+			r.f = x + y;
+		else
+			r.u = bo ? (u | v) : u + v;
+		break;
+	case IR_OP_SUB:
+		if (fl)
+			r.f = x - y;
+		else
+			r.u = bo ? (u ^ v) : u - v;
+		break;
+	case IR_OP_MUL:
+		if (fl)
+			r.f = x * y;
+		else
+			r.u = bo ? (u & v) : u * v;
+		break;
+	case IR_OP_REAL_DIV:
+	case IR_OP_DIV:
+		if (fl)
+			r.f = x / y;
+		else if (v == 0)
+			r.u = 0;
+		else if (!sg)
+			r.u = u / v;
+		else if (a[1].i == -1)
+			r.u = 0 - u;
+		else
+			r.i = a[0].i / a[1].i;
+		break;
+	case IR_OP_MAXIMUM:
+	case IR_OP_MINIMUM: {
+		bool mx = op == IR_OP_MAXIMUM, first;
+		if (fl)
+			first = isnan(x) || (mx ? x > y : x < y);
+		else if (sg)
+			first = mx ? a[0].i > a[1].i : a[0].i < a[1].i;
+		else
+			first = mx ? u > v : u < v;
+		r = first ? a[0] : a[1];
+		break;
+	}
+	case IR_OP_POW: r.f = pow(x, y); break;
+	case IR_OP_NEG:
+		if (fl)
+			r.f = -x;
+		else
+			r.u = bo ? u : 0 - u;
+		break;
+	case IR_OP_ABS:
+		if (fl)
+			r.f = fabs(x);
+		else
+			r.u = sg && a[0].i < 0 ? 0 - u : u;
+		break;
+	case IR_OP_EXP: r.f = exp(x); break;
+	case IR_OP_LOG: r.f = log(x); break;
+	case IR_OP_SQRT: r.f = sqrt(x); break;
+	case IR_OP_RSQRT: r.f = 1.0 / sqrt(x); break;
+	case IR_OP_RECIPROCAL: r.f = 1.0 / x; break;
+	case IR_OP_TANH: r.f = tanh(x); break;
+	case IR_OP_ERF: r.f = erf(x); break;
+	case IR_OP_SQUARE:
+		if (fl)
+			r.f = x * x;
+		else
+			r.u = bo ? u : u * u;
+		break;
+	case IR_OP_FLOOR:
+		if (fl)
+			r.f = floor(x);
+		else
+			r = a[0];
+		break;
+	case IR_OP_ROUND:
+		if (fl)
+			r.f = round(x); /* half away from zero */
+		else
+			r = a[0];
+		break;
+	case IR_OP_SIGN:
+		if (fl)
+			r.f = x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* NaN and -0 kept */
+		else if (sg)
+			r.i = (a[0].i > 0) - (a[0].i < 0);
+		else
+			r.i = u != 0;
+		break;
+	case IR_OP_GREATER: r.i = afl ? x > y : sg ? a[0].i > a[1].i : u > v; break;
+	case IR_OP_GREATER_EQUAL: r.i = afl ? x >= y : sg ? a[0].i >= a[1].i : u >= v; break;
+	case IR_OP_LESS: r.i = afl ? x < y : sg ? a[0].i < a[1].i : u < v; break;
+	case IR_OP_LESS_EQUAL: r.i = afl ? x <= y : sg ? a[0].i <= a[1].i : u <= v; break;
+	case IR_OP_EQUAL: r.i = afl ? x == y : u == v; break;
+	case IR_OP_NOT_EQUAL: r.i = afl ? x != y : u != v; break; /* NaN: true */
+	case IR_OP_LOGICAL_AND: r.i = u && v; break;
+	case IR_OP_LOGICAL_OR: r.i = u || v; break;
+	case IR_OP_LOGICAL_NOT: r.i = !u; break;
+	case IR_OP_IS_NAN: r.i = afl && isnan(x); break;
+	case IR_OP_IS_INF: r.i = afl && isinf(x); break;
+	case IR_OP_IS_FINITE: r.i = !afl || isfinite(x); break;
+	case IR_OP_SELECT: r = a[0].i ? a[1] : a[2]; break;
+	case IR_OP_CAST: r = cast_cell(a[0], at, dt); break;
+	case IR_OP_BROADCAST_TO:
+	case IR_OP_RESHAPE: r = a[0]; break;
+	case IR_OP_COUNT: KC_ASSERT(!"bad op"); break;
+	}
+	return r;
+}
+
+/* The result cell rounded to dtype dt (Cast already did it). */
+static Cell
+round_cell(Cell c, KcDtype dt)
+{
+	if (isfl(dt))
+		c.f = round_fl(c.f, dt);
+	else
+		c.i = wrap(c.u, dt);
+	return c;
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+static Cell *
+alloc_cells(Interp *I, const IrValue *v)
+{
+	size_t bytes = (size_t)v->numel * sizeof(Cell);
+
+	if (I->max && I->live + bytes > I->max) {
+		kc_fail(I->err, KC_TOO_LARGE, "interp",
+		        "the reference interpreter needs more than %zu bytes", I->max);
+		return NULL;
+	}
+	I->live += bytes;
+	return kc_xmalloc(bytes ? bytes : 1);
+}
+
+static void
+release(Interp *I, const IrValue *v)
+{
+	if (I->val[v->id]) {
+		I->live -= (size_t)v->numel * sizeof(Cell);
+		free(I->val[v->id]);
+		I->val[v->id] = NULL;
+	}
+	if (I->tie[v->id]) {
+		I->live -= (size_t)v->numel;
+		free(I->tie[v->id]);
+		I->tie[v->id] = NULL;
+	}
+}
+
+/* A comparison whose float operands are within rounding distance of each
+ * other: a kernel that rounds differently (a transcendental 1 ulp off) may
+ * decide it the other way. */
+static bool
+near_tie(double x, double y, bool half)
+{
+	double tol = half ? 2e-3 : 1e-6;
+	double m = fmax(1.0, fmax(fabs(x), fabs(y)));
+	return fabs(x - y) <= tol * m;
+}
+
+/* Drops one use of v; frees it after the last. */
+static void
+unuse(Interp *I, const IrValue *v)
+{
+	if (--I->left[v->id] <= 0)
+		release(I, v);
+}
+
+/* Per-dimension strides of `in` read at the indices of `out` (numpy
+ * broadcasting: trailing dims align, size-1 dims get stride 0). */
+static void
+bstrides(const IrValue *in, const IrValue *out, int64_t *st)
+{
+	int64_t s = 1;
+	for (int d = out->rank - 1; d >= 0; d--) {
+		int off = d - (out->rank - in->rank);
+		if (off < 0) {
+			st[d] = 0;
+			continue;
+		}
+		st[d] = in->shape[off] == 1 ? 0 : s;
+		s *= in->shape[off];
+	}
+}
+
+/* Evaluates one node. */
+static KcStatus
+eval_node(Interp *I, const IrNode *nd)
+{
+	const IrValue *out = nd->out[0];
+	KcDtype dt = out->dtype, at = nd->nin ? nd->in[0]->dtype : dt;
+	int64_t st[3][KC_MAX_RANK], idx[KC_MAX_RANK], off[3] = {0, 0, 0};
+	const Cell *src[3];
+	Cell a[3], *r;
+
+	/* requires: operands evaluated, one result */
+	KC_ASSERT(nd->nout == 1 && nd->nin <= 3);
+	if (!(r = alloc_cells(I, out)))
+		return I->err->status;
+	I->val[out->id] = r;
+	for (int k = 0; k < nd->nin; k++) {
+		src[k] = I->val[nd->in[k]->id];
+		KC_ASSERT(src[k]);
+		if (nd->op == IR_OP_RESHAPE) /* same element order */
+			continue;
+		bstrides(nd->in[k], out, st[k]);
+	}
+	/* tie masks: inherited from the operands, set by near-tie comparisons */
+	const uint8_t *tin[3] = {NULL, NULL, NULL};
+	uint8_t *tout = NULL;
+	bool cmp = (ir_op_info[nd->op].flags & OPF_CMP) && nd->nin == 2 && isfl(at);
+	bool half = cmp && (I->half[nd->in[0]->id] || I->half[nd->in[1]->id]);
+	bool any = cmp;
+	for (int k = 0; k < nd->nin && I->ties; k++)
+		any |= (tin[k] = I->tie[nd->in[k]->id]) != NULL;
+	if (I->ties && any) {
+		if (I->max && I->live + (size_t)out->numel > I->max)
+			return kc_fail(I->err, KC_TOO_LARGE, "interp",
+			               "the reference interpreter needs more than %zu bytes",
+			               I->max);
+		I->live += (size_t)out->numel;
+		tout = I->tie[out->id] = kc_xcalloc((size_t)out->numel + 1, 1);
+	}
+	if (nd->op == IR_OP_RESHAPE) {
+		memcpy(r, src[0], (size_t)out->numel * sizeof(Cell));
+		if (tout)
+			memcpy(tout, tin[0], (size_t)out->numel);
+		return KC_OK;
+	}
+	memset(idx, 0, sizeof idx);
+	for (int64_t e = 0; e < out->numel; e++) {
+		for (int k = 0; k < nd->nin; k++)
+			a[k] = src[k][off[k]];
+		r[e] = op_cell(nd->op, at, dt, a);
+		if (nd->op != IR_OP_CAST)
+			r[e] = round_cell(r[e], dt);
+		if (tout) {
+			uint8_t t = cmp && near_tie(a[0].f, a[1].f, half);
+			for (int k = 0; k < nd->nin; k++)
+				t |= tin[k] ? tin[k][off[k]] : 0;
+			tout[e] = t;
+		}
+		/* next multi-index, row-major, with per-operand offsets */
+		for (int d = out->rank - 1; d >= 0; d--) {
+			if (++idx[d] < out->shape[d]) {
+				for (int k = 0; k < nd->nin; k++)
+					off[k] += st[k][d];
+				break;
+			}
+			for (int k = 0; k < nd->nin; k++)
+				off[k] -= st[k][d] * (out->shape[d] - 1);
+			idx[d] = 0;
+		}
+	}
+	return KC_OK;
+}
+
+/* ---- the entry points ------------------------------------------------------ */
+
+KcStatus
+kc_interp_ties(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_bytes,
+               uint8_t *const *ties, KcErr *err)
+{
+	Arena *A = compile_ctx_arena(c);
+	Interp I = {.g = g, .max = max_bytes, .err = err, .ties = ties != NULL};
+	KcStatus st = KC_OK;
+
+	I.val = ARENA_ARRAY(A, Cell *, g->nvalues);
+	I.tie = ARENA_ARRAY(A, uint8_t *, g->nvalues);
+	I.half = ARENA_ARRAY(A, char, g->nvalues);
+	for (int v = 0; v < g->nvalues; v++) {
+		const IrValue *x = g->values[v];
+		I.half[x->id] = x->dtype == KC_DT_FLOAT16 || x->dtype == KC_DT_BFLOAT16;
+	}
+	for (int n = 0; n < g->nnodes; n++) /* topological order */
+		for (int k = 0; k < g->nodes[n]->nin; k++)
+			I.half[g->nodes[n]->out[0]->id] |= I.half[g->nodes[n]->in[k]->id];
+	I.left = ARENA_ARRAY(A, int, g->nvalues);
+	for (int n = 0; n < g->nnodes; n++)
+		for (int k = 0; k < g->nodes[n]->nin; k++)
+			I.left[g->nodes[n]->in[k]->id]++;
+	for (int j = 0; j < g->noutputs; j++)
+		I.left[g->outputs[j]->id]++;
+
+	/* kernel inputs and constants */
+	for (int v = 0; v < g->nvalues && st == KC_OK; v++) {
+		const IrValue *x = g->values[v];
+		Cell *p;
+		if (x->kind == IRV_OP || I.left[x->id] == 0)
+			continue;
+		if (!(p = alloc_cells(&I, x))) {
+			st = err->status;
+			break;
+		}
+		I.val[x->id] = p;
+		for (int64_t e = 0; e < x->numel; e++) {
+			if (x->kind == IRV_INPUT)
+				p[e] = load(args[x->input_index], e, x->dtype);
+			else if (isfl(x->dtype))
+				p[e].f = x->fval;
+			else
+				p[e].i = x->ival;
+		}
+	}
+	for (int n = 0; n < g->nnodes && st == KC_OK; n++) {
+		const IrNode *nd = g->nodes[n];
+		if ((st = eval_node(&I, nd)) != KC_OK)
+			break;
+		for (int k = 0; k < nd->nin; k++)
+			unuse(&I, nd->in[k]);
+		if (I.left[nd->out[0]->id] == 0)
+			release(&I, nd->out[0]);
+	}
+	for (int j = 0; j < g->noutputs && st == KC_OK; j++) {
+		const IrValue *x = g->outputs[j];
+		void *dst = args[g->ninputs + j];
+		KC_ASSERT(I.val[x->id]);
+		for (int64_t e = 0; e < x->numel; e++)
+			store(dst, e, x->dtype, I.val[x->id][e]);
+		if (ties && I.tie[x->id])
+			memcpy(ties[j], I.tie[x->id], (size_t)x->numel);
+		else if (ties)
+			memset(ties[j], 0, (size_t)x->numel);
+		unuse(&I, x);
+	}
+	for (int v = 0; v < g->nvalues; v++)
+		release(&I, g->values[v]);
+	return st;
+}
+
+KcStatus
+kc_interp(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_bytes, KcErr *err)
+{
+	return kc_interp_ties(c, g, args, max_bytes, NULL, err);
+}
+
+/* True if a float16/bfloat16 value feeds v (or is v). */
+static bool
+half_upstream(const IrValue *v, char *seen)
+{
+	if (seen[v->id])
+		return false;
+	seen[v->id] = 1;
+	if (v->dtype == KC_DT_FLOAT16 || v->dtype == KC_DT_BFLOAT16)
+		return true;
+	if (v->kind != IRV_OP)
+		return false;
+	for (int k = 0; k < v->def->nin; k++)
+		if (half_upstream(v->def->in[k], seen))
+			return true;
+	return false;
+}
+
+bool
+kc_interp_half_upstream(CompileCtx *c, const KcGraph *g, int output)
+{
+	char *seen = ARENA_ARRAY(compile_ctx_arena(c), char, g->nvalues);
+	KC_ASSERT(output >= 0 && output < g->noutputs);
+	return half_upstream(g->outputs[output], seen);
+}
+
+/* splitmix64 */
+static uint64_t
+rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* Marks the values that reach a Log/Sqrt/Rsqrt/Pow/Reciprocal operand or a
+ * divisor (as tests/http/test_corpus.py does): they get positive inputs. */
+static void
+mark_positive(const IrGraph *g, char *need)
+{
+	for (int n = g->nnodes - 1; n >= 0; n--) {
+		const IrNode *nd = g->nodes[n];
+		switch (nd->op) {
+		case IR_OP_LOG:
+		case IR_OP_SQRT:
+		case IR_OP_RSQRT:
+		case IR_OP_POW:
+		case IR_OP_RECIPROCAL: need[nd->in[0]->id] = 1; break;
+		case IR_OP_REAL_DIV:
+		case IR_OP_DIV: need[nd->in[1]->id] = 1; break;
+		case IR_OP_ADD:
+		case IR_OP_SUB:
+		case IR_OP_MUL:
+		case IR_OP_MAXIMUM:
+		case IR_OP_MINIMUM:
+		case IR_OP_NEG:
+		case IR_OP_ABS:
+		case IR_OP_EXP:
+		case IR_OP_TANH:
+		case IR_OP_ERF:
+		case IR_OP_SQUARE:
+		case IR_OP_FLOOR:
+		case IR_OP_ROUND:
+		case IR_OP_SIGN:
+		case IR_OP_GREATER:
+		case IR_OP_GREATER_EQUAL:
+		case IR_OP_LESS:
+		case IR_OP_LESS_EQUAL:
+		case IR_OP_EQUAL:
+		case IR_OP_NOT_EQUAL:
+		case IR_OP_LOGICAL_AND:
+		case IR_OP_LOGICAL_OR:
+		case IR_OP_LOGICAL_NOT:
+		case IR_OP_IS_NAN:
+		case IR_OP_IS_INF:
+		case IR_OP_IS_FINITE:
+		case IR_OP_SELECT:
+		case IR_OP_CAST:
+		case IR_OP_BROADCAST_TO:
+		case IR_OP_RESHAPE:
+		case IR_OP_COUNT: break;
+		}
+		if (need[nd->out[0]->id])
+			for (int k = 0; k < nd->nin; k++)
+				need[nd->in[k]->id] = 1;
+	}
+}
+
+void
+kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *const *args)
+{
+	char *need = ARENA_ARRAY(compile_ctx_arena(c), char, g->nvalues);
+	uint64_t s = seed;
+
+	mark_positive(g, need);
+	for (int i = 0; i < g->ninputs; i++) {
+		const IrValue *x = g->inputs[i];
+		bool pos = need[x->id];
+		for (int64_t e = 0; e < x->numel; e++) {
+			uint64_t r = rng_next(&s);
+			Cell cell;
+			if (x->dtype == KC_DT_BOOL) {
+				cell.i = (int64_t)(r >> 63);
+			} else if (isfl(x->dtype)) {
+				double u = (double)(r >> 11) * 0x1p-53; /* [0, 1) */
+				cell.f = round_fl(pos ? 0.5 + 1.5 * u : -2.0 + 4.0 * u, x->dtype);
+			} else {
+				int64_t lo = pos || !issigned(x->dtype) ? 1 : -5;
+				cell.i = lo + (int64_t)(r % (uint64_t)(6 - lo));
+			}
+			store(args[i], e, x->dtype, cell);
+		}
+	}
+}

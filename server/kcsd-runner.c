@@ -1,0 +1,266 @@
+/* kcsd-runner.c - runs one compiled kernel in a process of its own.
+ *
+ * kcsd (POST /v1/verify, later the tuner) starts this with posix_spawn, so
+ * a kernel that crashes or hangs takes down only this process. The runner
+ * first limits itself (address space, CPU seconds, no core files, output
+ * file size), then loads the kernel, runs it once and exits.
+ *
+ *   kcsd-runner --so PATH --symbol NAME --in FILE --out FILE
+ *               [--threads N] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]
+ *
+ * FILE formats (native byte order): --in is "KCSRUN1\0", u32 nargs, u32
+ * ninputs, nargs x u64 byte sizes, then the inputs' bytes back to back.
+ * --out receives the outputs' bytes back to back. --threads 0 calls the
+ * kernel with rt == NULL; N >= 1 lends it a pthread KcsRuntime of N
+ * threads. --fault (tests only) raises SIGSEGV or loops forever instead of
+ * running the kernel. Exit status: 0 done, 3 the kernel returned non-zero,
+ * 4 bad arguments, unreadable files or a kernel that does not load.
+ * It links only libc, libdl and libpthread (and the ABI header).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "kcs_abi.h"
+
+#define RUN_MAGIC "KCSRUN1"
+#define MAX_ARGS 65536
+#define MAX_THREADS 256
+
+/* ---- a small pthread runtime ---------------------------------------------- */
+
+typedef struct Region {
+	KcsTaskFn fn;
+	void *closure;
+	int64_t n;
+	atomic_llong next;
+	atomic_int result;
+} Region;
+
+static void *
+region_worker(void *p)
+{
+	Region *r = p;
+	for (;;) {
+		long long t = atomic_fetch_add(&r->next, 1);
+		if (t >= r->n)
+			return NULL;
+		int32_t rc = r->fn(r->closure, t, r->n);
+		int zero = 0;
+		if (rc)
+			atomic_compare_exchange_strong(&r->result, &zero, rc);
+	}
+}
+
+/* Runs the region on the calling thread plus up to num_threads-1 others. */
+static int32_t
+rt_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t ntasks)
+{
+	int64_t nth = *(const int64_t *)ctx;
+	pthread_t th[MAX_THREADS];
+	Region r = {.fn = fn, .closure = closure, .n = ntasks};
+	int started = 0;
+
+	if (nth > ntasks)
+		nth = ntasks;
+	for (int64_t i = 0; i + 1 < nth; i++) {
+		if (pthread_create(&th[started], NULL, region_worker, &r) != 0)
+			break;
+		started++;
+	}
+	region_worker(&r);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	return atomic_load(&r.result);
+}
+
+static void *
+rt_alloc(void *ctx, uint64_t bytes, uint64_t align)
+{
+	void *p = NULL;
+	(void)ctx;
+	if (align < sizeof(void *))
+		align = sizeof(void *);
+	return posix_memalign(&p, (size_t)align, bytes ? (size_t)bytes : 1) == 0 ? p : NULL;
+}
+
+static void
+rt_free(void *ctx, void *p)
+{
+	(void)ctx;
+	free(p);
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static int
+fail(const char *what, const char *detail)
+{
+	fprintf(stderr, "kcsd-runner: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+	return 4;
+}
+
+static int
+read_exact(FILE *f, void *p, size_t n)
+{
+	return fread(p, 1, n, f) == n;
+}
+
+static void
+limit(int res, rlim_t v)
+{
+	struct rlimit rl = {v, v};
+	if (setrlimit(res, &rl) != 0)
+		fprintf(stderr, "kcsd-runner: setrlimit(%d): %s\n", res, strerror(errno));
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *so = NULL, *sym = NULL, *in = NULL, *out = NULL, *fault = NULL;
+	long long threads = 0, cpu_s = 60, mem = 0;
+	uint32_t nargs = 0, nin = 0;
+	uint64_t *sizes = NULL, total_out = 0;
+	void **args = NULL;
+	int rc = 4;
+	FILE *f = NULL;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		const char *k = argv[i], *v = argv[i + 1];
+		if (strcmp(k, "--so") == 0)
+			so = v;
+		else if (strcmp(k, "--symbol") == 0)
+			sym = v;
+		else if (strcmp(k, "--in") == 0)
+			in = v;
+		else if (strcmp(k, "--out") == 0)
+			out = v;
+		else if (strcmp(k, "--threads") == 0)
+			threads = atoll(v);
+		else if (strcmp(k, "--cpu-s") == 0)
+			cpu_s = atoll(v);
+		else if (strcmp(k, "--mem-bytes") == 0)
+			mem = atoll(v);
+		else if (strcmp(k, "--fault") == 0)
+			fault = v;
+		else
+			return fail("unknown argument", k);
+	}
+	if (!so || !sym || !in || !out || threads < 0 || threads > MAX_THREADS || cpu_s < 1)
+		return fail("usage: kcsd-runner --so PATH --symbol NAME --in FILE --out FILE "
+		            "[--threads N] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]",
+		            NULL);
+
+	/* limits first, before anything big is read or any kernel code runs */
+	limit(RLIMIT_CORE, 0);
+	limit(RLIMIT_CPU, (rlim_t)cpu_s);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	if (mem > 0)
+		limit(RLIMIT_AS, (rlim_t)mem);
+#else
+	(void)mem; /* sanitizers reserve terabytes of shadow address space */
+#endif
+
+	if (!(f = fopen(in, "rb")))
+		return fail("cannot open input file", strerror(errno));
+	char magic[8];
+	if (!read_exact(f, magic, 8) || memcmp(magic, RUN_MAGIC, 8) != 0 ||
+	    !read_exact(f, &nargs, 4) || !read_exact(f, &nin, 4) || nargs > MAX_ARGS ||
+	    nin > nargs) {
+		fclose(f);
+		return fail("bad input file header", NULL);
+	}
+	sizes = calloc(nargs ? nargs : 1, sizeof *sizes);
+	args = calloc(nargs ? nargs : 1, sizeof *args);
+	if (!sizes || !args || !read_exact(f, sizes, sizeof *sizes * nargs)) {
+		fail("bad input file sizes", NULL);
+		goto done;
+	}
+	for (uint32_t i = 0; i < nargs; i++) {
+		/* 64-byte aligned; outputs start as a garbage pattern */
+		if (!(args[i] = rt_alloc(NULL, sizes[i], 64))) {
+			fail("out of memory for arguments", NULL);
+			goto done;
+		}
+		if (i < nin) {
+			if (!read_exact(f, args[i], (size_t)sizes[i])) {
+				fail("short input file", NULL);
+				goto done;
+			}
+		} else {
+			memset(args[i], 0xa5, (size_t)sizes[i]);
+			total_out += sizes[i];
+		}
+	}
+	fclose(f);
+	f = NULL;
+	limit(RLIMIT_FSIZE, (rlim_t)(total_out + 4096));
+
+	if (fault && strcmp(fault, "crash") == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		raise(SIGSEGV);
+	}
+	if (fault && strcmp(fault, "hang") == 0)
+		for (volatile unsigned long spin = 0;; spin++)
+			;
+
+	void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+	if (!dl) {
+		fail("dlopen", dlerror());
+		goto done;
+	}
+	KcsKernelFn fn = (KcsKernelFn)(uintptr_t)dlsym(dl, sym);
+	if (!fn) {
+		fail("dlsym", sym);
+		dlclose(dl);
+		goto done;
+	}
+	int64_t nth = threads;
+	KcsRuntime rt = {
+	    .version = KCS_RUNTIME_VERSION,
+	    .ctx = &nth,
+	    .parallel_for = rt_parallel_for,
+	    .alloc = rt_alloc,
+	    .free = rt_free,
+	    .num_threads = threads,
+	};
+	int32_t krc = fn(threads > 0 ? &rt : NULL, args, NULL);
+	dlclose(dl);
+	if (krc != 0) {
+		fprintf(stderr, "kcsd-runner: kernel returned %d\n", (int)krc);
+		rc = 3;
+		goto done;
+	}
+	if (!(f = fopen(out, "wb"))) {
+		fail("cannot create output file", strerror(errno));
+		goto done;
+	}
+	for (uint32_t i = nin; i < nargs; i++) {
+		if (fwrite(args[i], 1, (size_t)sizes[i], f) != sizes[i]) {
+			fail("cannot write output file", strerror(errno));
+			goto done;
+		}
+	}
+	if (fclose(f) != 0) {
+		f = NULL;
+		fail("cannot write output file", strerror(errno));
+		goto done;
+	}
+	f = NULL;
+	rc = 0;
+done:
+	if (f)
+		fclose(f);
+	for (uint32_t i = 0; args && i < nargs; i++)
+		free(args[i]);
+	free(args);
+	free(sizes);
+	return rc;
+}

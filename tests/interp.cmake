@@ -1,0 +1,15 @@
+# Reference interpreter (compiler/interp.c): every op against hand-computed
+# values, then compiled kernels (hand-built graphs and the corpus) against
+# it; MindSpore's kernel-name hash (compiler/mshash.c) against the corpus.
+foreach(t test_interp test_mshash)
+  add_executable(${t} ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.c)
+  target_link_libraries(${t} PRIVATE kc_compiler kc_t PkgConfig::CJSON dl m)
+  target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/compiler)
+  add_test(NAME ${t} COMMAND ${t})
+endforeach()
+set_tests_properties(test_interp PROPERTIES LABELS slow TIMEOUT 600)
+set_tests_properties(test_mshash PROPERTIES LABELS fast TIMEOUT 120)
+# POST /v1/verify and ms_hash against a live daemon (tests/http/test_verify.py).
+add_test(NAME http_verify
+         COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_verify.py --kcsd $<TARGET_FILE:kcsd>)
+set_tests_properties(http_verify PROPERTIES LABELS slow TIMEOUT 600)

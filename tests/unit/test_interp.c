@@ -1,0 +1,615 @@
+/* test_interp.c - the reference interpreter (compiler/interp.c).
+ *
+ * 1. Every op of ops.def against hand-computed values, with the dtype edge
+ *    cases the backend defines (integer x/0 = 0, INT_MIN/-1, saturating
+ *    float->int casts with NaN -> 0, Round half away from zero, NaN in
+ *    comparisons and Maximum, float16/bfloat16 rounding and overflow,
+ *    integer wrap-around, broadcasting, Reshape, BroadcastTo).
+ * 2. Differential: hand-built graphs and every corpus file that compiles
+ *    for the host are compiled (kc_compile + dlopen, like test_codegen),
+ *    run on kc_interp_random_inputs data and compared with kc_interp
+ *    (rtol = atol = 1e-4, 1e-2 with float16/bfloat16 upstream; integers
+ *    and bools exactly).
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compiler.h"
+#include "t.h"
+
+typedef int32_t (*KernelFn)(const void *rt, void *const *args, const int64_t *dims);
+
+/* ---- building one-op graphs ------------------------------------------------ */
+
+static void
+desc(char *out, size_t cap, const char *name, const char *dt, const char *shape)
+{
+	snprintf(out, cap,
+	         "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"shape\":[%s],"
+	         "\"tensor_name\":\"%s\"}",
+	         dt, shape, name);
+}
+
+/* A graph with inputs x0.. (dtypes dts[i], shapes shp[i]) and one op whose
+ * output y has dtype odt and shape oshape. */
+static char *
+one_op(const char *op, int nin, const char *const *dts, const char *const *shp, const char *odt,
+       const char *oshape)
+{
+	char ins[2048] = "", opins[2048] = "", d[256], name[8];
+	size_t cap = 8192;
+	char *s = malloc(cap);
+	for (int i = 0; i < nin; i++) {
+		snprintf(name, sizeof name, "x%d", i);
+		desc(d, sizeof d, name, dts[i], shp[i]);
+		size_t n = strlen(ins), m = strlen(opins);
+		snprintf(ins + n, sizeof ins - n, "%s[%s]", i ? "," : "", d);
+		snprintf(opins + m, sizeof opins - m, "%s[%s]", i ? "," : "", d);
+	}
+	desc(d, sizeof d, "y", odt, oshape);
+	snprintf(s, cap,
+	         "{\"composite\":true,\"op\":\"t_%s\",\"process\":\"cpu\",\"version\":1,"
+	         "\"input_desc\":[%s],\"output_desc\":[%s],\"op_desc\":[{\"attr\":null,"
+	         "\"name\":\"%s\",\"input_desc\":[%s],\"output_desc\":[%s]}]}",
+	         op, ins, d, op, opins, d);
+	return s;
+}
+
+/* Packs doubles into a buffer of dtype dt (float16/bfloat16 given as raw
+ * bits in the doubles). */
+static void *
+pack(const char *dt, const double *v, int n)
+{
+	void *p = calloc((size_t)n + 1, 8);
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(dt, "float32"))
+			((float *)p)[i] = (float)v[i];
+		else if (!strcmp(dt, "float64"))
+			((double *)p)[i] = v[i];
+		else if (!strcmp(dt, "float16") || !strcmp(dt, "bfloat16") || !strcmp(dt, "int16"))
+			((uint16_t *)p)[i] = (uint16_t)(int64_t)v[i];
+		else if (!strcmp(dt, "int32"))
+			((int32_t *)p)[i] = (int32_t)v[i];
+		else if (!strcmp(dt, "uint32"))
+			((uint32_t *)p)[i] = (uint32_t)v[i];
+		else if (!strcmp(dt, "int64"))
+			((int64_t *)p)[i] = (int64_t)v[i];
+		else if (!strcmp(dt, "uint64"))
+			((uint64_t *)p)[i] = (uint64_t)v[i];
+		else if (!strcmp(dt, "int8"))
+			((int8_t *)p)[i] = (int8_t)v[i];
+		else /* uint8, bool */
+			((uint8_t *)p)[i] = (uint8_t)v[i];
+	}
+	return p;
+}
+
+static double
+unpack(const char *dt, const void *p, int i)
+{
+	if (!strcmp(dt, "float32"))
+		return ((const float *)p)[i];
+	if (!strcmp(dt, "float64"))
+		return ((const double *)p)[i];
+	if (!strcmp(dt, "float16") || !strcmp(dt, "bfloat16"))
+		return ((const uint16_t *)p)[i];
+	if (!strcmp(dt, "int16"))
+		return ((const int16_t *)p)[i];
+	if (!strcmp(dt, "int32"))
+		return ((const int32_t *)p)[i];
+	if (!strcmp(dt, "uint32"))
+		return ((const uint32_t *)p)[i];
+	if (!strcmp(dt, "int64"))
+		return (double)((const int64_t *)p)[i];
+	if (!strcmp(dt, "uint64"))
+		return (double)((const uint64_t *)p)[i];
+	if (!strcmp(dt, "int8"))
+		return ((const int8_t *)p)[i];
+	return ((const uint8_t *)p)[i];
+}
+
+/* Runs op on n-element operands (all of shape [n] unless the op is a
+ * layout op) and checks every output element (NaN matches NaN; floats
+ * within 1e-6 relative). */
+static void
+check_op(const char *op, int nin, const char *const *dts, const char *odt, int n,
+         const double *const *in, const double *want)
+{
+	char shape[16];
+	const char *shp[3];
+	snprintf(shape, sizeof shape, "%d", n);
+	for (int i = 0; i < nin; i++)
+		shp[i] = shape;
+	char *json = one_op(op, nin, dts, shp, odt, shape);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	void *args[4] = {0};
+	KcStatus st = kc_parse(c, json, strlen(json), &lim, &g, &err);
+	OKF(st == KC_OK, "%s parse: %s %s", op, err.where, err.msg);
+	if (st == KC_OK) {
+		for (int i = 0; i < nin; i++)
+			args[i] = pack(dts[i], in[i], n);
+		args[nin] = calloc((size_t)n + 1, 8);
+		st = kc_interp(c, g, args, 0, &err);
+		OKF(st == KC_OK, "%s interp: %s", op, err.msg);
+		for (int e = 0; e < n && st == KC_OK; e++) {
+			double got = unpack(odt, args[nin], e), w = want[e];
+			bool same =
+			    got == w || (isnan(got) && isnan(w)) || fabs(got - w) <= 1e-6 * fabs(w);
+			OKF(same, "%s(%s) element %d: got %.17g want %.17g", op, dts[0], e, got, w);
+		}
+		for (int i = 0; i <= nin; i++)
+			free(args[i]);
+	}
+	compile_ctx_free(c);
+	free(json);
+}
+
+#define N(...) ((const double[]){__VA_ARGS__})
+#define DT(...) ((const char *const[]){__VA_ARGS__})
+#define IN(...) ((const double *const[]){__VA_ARGS__})
+
+static void
+arithmetic(void)
+{
+	const char *f = "float32";
+	check_op("Add", 2, DT(f, f), f, 3, IN(N(1, 2.5, -1), N(2, 0.25, 1)), N(3, 2.75, 0));
+	check_op("Sub", 2, DT(f, f), f, 2, IN(N(1, 2.5), N(2, 0.25)), N(-1, 2.25));
+	check_op("Mul", 2, DT(f, f), f, 2, IN(N(3, -0.5), N(2, 4)), N(6, -2));
+	check_op("RealDiv", 2, DT(f, f), f, 3, IN(N(1, 1, 0), N(4, 0, 0)), N(0.25, INFINITY, NAN));
+	check_op("Div", 2, DT(f, f), f, 2, IN(N(1, 3), N(4, -2)), N(0.25, -1.5));
+	check_op("Maximum", 2, DT(f, f), f, 3, IN(N(1, NAN, 2), N(2, 1, NAN)), N(2, NAN, NAN));
+	check_op("Minimum", 2, DT(f, f), f, 3, IN(N(1, NAN, 2), N(2, 1, NAN)), N(1, NAN, NAN));
+	check_op("Pow", 2, DT(f, f), f, 3, IN(N(2, 4, 0.5), N(10, 0.5, 2)), N(1024, 2, 0.25));
+	check_op("Neg", 1, DT(f), f, 2, IN(N(1.5, -2)), N(-1.5, 2));
+	check_op("Abs", 1, DT(f), f, 2, IN(N(-1.5, 2)), N(1.5, 2));
+	check_op("Exp", 1, DT(f), f, 2, IN(N(0, 1)), N(1, (float)M_E));
+	check_op("Log", 1, DT(f), f, 3, IN(N(1, 0, -1)), N(0, -INFINITY, NAN));
+	check_op("Sqrt", 1, DT(f), f, 2, IN(N(4, 2)), N(2, (float)M_SQRT2));
+	check_op("Rsqrt", 1, DT(f), f, 2, IN(N(4, 0)), N(0.5, INFINITY));
+	check_op("Reciprocal", 1, DT(f), f, 2, IN(N(4, -0.5)), N(0.25, -2));
+	check_op("Tanh", 1, DT(f), f, 2, IN(N(0, 1)), N(0, (float)tanh(1)));
+	check_op("Erf", 1, DT(f), f, 2, IN(N(0, 1)), N(0, (float)erf(1)));
+	check_op("Square", 1, DT(f), f, 2, IN(N(3, -0.5)), N(9, 0.25));
+	check_op("Floor", 1, DT(f), f, 3, IN(N(1.5, -1.5, 2)), N(1, -2, 2));
+	/* half away from zero (not numpy's rint) */
+	check_op("Round", 1, DT(f), f, 4, IN(N(0.5, 1.5, 2.5, -2.5)), N(1, 2, 3, -3));
+	check_op("Sign", 1, DT(f), f, 4, IN(N(3, -2, 0, NAN)), N(1, -1, 0, NAN));
+}
+
+static void
+integers(void)
+{
+	const char *i = "int32", *i8 = "int8", *u8 = "uint8";
+	/* x / 0 == 0, truncation toward zero, INT_MIN / -1 == INT_MIN */
+	check_op("Div", 2, DT(i, i), i, 4, IN(N(7, -7, 5, -2147483648.0), N(2, 2, 0, -1)),
+	         N(3, -3, 0, -2147483648.0));
+	check_op("RealDiv", 2, DT(u8, u8), u8, 2, IN(N(200, 7), N(0, 2)), N(0, 3));
+	/* wrap-around in the dtype's width */
+	check_op("Add", 2, DT(i8, i8), i8, 2, IN(N(127, -128), N(1, -1)), N(-128, 127));
+	check_op("Mul", 2, DT(u8, u8), u8, 1, IN(N(16), N(17)), N(16));
+	check_op("Neg", 1, DT(i8), i8, 2, IN(N(-128, 5)), N(-128, -5));
+	check_op("Abs", 1, DT(i8), i8, 2, IN(N(-128, -5)), N(-128, 5));
+	check_op("Sign", 1, DT(i), i, 3, IN(N(-9, 0, 4)), N(-1, 0, 1));
+	check_op("Square", 1, DT(i), i, 1, IN(N(-7)), N(49));
+	check_op("Maximum", 2, DT(u8, u8), u8, 1, IN(N(200), N(100)), N(200));
+	check_op("Minimum", 2, DT(i8, i8), i8, 1, IN(N(-100), N(100)), N(-100));
+	check_op("Round", 1, DT(i), i, 1, IN(N(-3)), N(-3));
+	check_op("Sub", 2, DT("int64", "int64"), "int64", 1, IN(N(-5), N(7)), N(-12));
+}
+
+static void
+comparisons(void)
+{
+	const char *f = "float32", *b = "bool", *u8 = "uint8";
+	check_op("Greater", 2, DT(f, f), b, 3, IN(N(2, 1, NAN), N(1, 1, 0)), N(1, 0, 0));
+	check_op("GreaterEqual", 2, DT(f, f), b, 3, IN(N(2, 1, NAN), N(1, 1, 0)), N(1, 1, 0));
+	check_op("Less", 2, DT(f, f), b, 3, IN(N(2, 1, NAN), N(3, 1, 0)), N(1, 0, 0));
+	check_op("LessEqual", 2, DT(f, f), b, 3, IN(N(2, 1, NAN), N(1, 1, 0)), N(0, 1, 0));
+	check_op("Equal", 2, DT(f, f), b, 3, IN(N(2, 1, NAN), N(1, 1, NAN)), N(0, 1, 0));
+	check_op("NotEqual", 2, DT(f, f), b, 3, IN(N(2, 1, NAN), N(1, 1, NAN)), N(1, 0, 1));
+	/* unsigned compare */
+	check_op("Greater", 2, DT(u8, u8), b, 1, IN(N(200), N(100)), N(1));
+	check_op("LogicalAnd", 2, DT(b, b), b, 4, IN(N(0, 0, 1, 1), N(0, 1, 0, 1)), N(0, 0, 0, 1));
+	check_op("LogicalOr", 2, DT(b, b), b, 4, IN(N(0, 0, 1, 1), N(0, 1, 0, 1)), N(0, 1, 1, 1));
+	check_op("LogicalNot", 1, DT(b), b, 2, IN(N(0, 1)), N(1, 0));
+	check_op("IsNan", 1, DT(f), b, 3, IN(N(NAN, INFINITY, 1)), N(1, 0, 0));
+	check_op("IsInf", 1, DT(f), b, 4, IN(N(NAN, INFINITY, -INFINITY, 1)), N(0, 1, 1, 0));
+	check_op("IsFinite", 1, DT(f), b, 3, IN(N(NAN, INFINITY, 1)), N(0, 0, 1));
+	check_op("IsNan", 1, DT("int32"), b, 1, IN(N(3)), N(0));
+	check_op("IsFinite", 1, DT("int32"), b, 1, IN(N(3)), N(1));
+	check_op("Select", 3, DT(b, f, f), f, 2, IN(N(1, 0), N(1, 2), N(3, 4)), N(1, 4));
+}
+
+static void
+casts(void)
+{
+	const char *f = "float32", *i = "int32", *u8 = "uint8", *b = "bool";
+	/* float -> int: truncate, saturate, NaN -> 0 */
+	check_op("Cast", 1, DT(f), i, 6, IN(N(1.9, -1.9, 3e9, -3e9, NAN, INFINITY)),
+	         N(1, -1, 2147483647, -2147483648.0, 0, 2147483647));
+	check_op("Cast", 1, DT(f), u8, 4, IN(N(-5, 300, 7.9, NAN)), N(0, 255, 7, 0));
+	check_op("Cast", 1, DT(f), b, 4, IN(N(0, -0.0, 2, NAN)), N(0, 0, 1, 1));
+	check_op("Cast", 1, DT(i), b, 2, IN(N(0, -3)), N(0, 1));
+	/* int -> int wraps; sign extension */
+	check_op("Cast", 1, DT(i), "int8", 2, IN(N(300, -129)), N(44, 127));
+	check_op("Cast", 1, DT("int8"), "uint32", 1, IN(N(-1)), N(4294967295.0));
+	check_op("Cast", 1, DT(b), f, 2, IN(N(0, 1)), N(0, 1));
+	/* float16: round to nearest even, overflow to inf, subnormals */
+	check_op("Cast", 1, DT(f), "float16", 6, IN(N(1, 65504, 65520, 1 + 0x1p-11, 0x1p-24, -2)),
+	         N(0x3c00, 0x7bff, 0x7c00, 0x3c00, 0x0001, 0xc000));
+	check_op("Cast", 1, DT("float16"), f, 4, IN(N(0x3c00, 0x7bff, 0x0001, 0xfc00)),
+	         N(1, 65504, 0x1p-24, -INFINITY));
+	/* bfloat16: the upper half of a float32, rounded to nearest even */
+	check_op("Cast", 1, DT(f), "bfloat16", 3, IN(N(1, 1 + 0x1p-8, 1 + 0x1p-8 + 0x1p-9)),
+	         N(0x3f80, 0x3f80, 0x3f81));
+	check_op("Cast", 1, DT("float64"), "float16", 1, IN(N(1 + 0x1p-11 + 0x1p-40)), N(0x3c01));
+	/* arithmetic in float16 rounds each result: 2048 + 1 = 2048 */
+	check_op("Add", 2, DT("float16", "float16"), "float16", 1, IN(N(0x6800), N(0x3c00)),
+	         N(0x6800));
+}
+
+/* Broadcasting, Reshape and BroadcastTo on shapes. */
+static void
+layouts(void)
+{
+	const char *f = "float32";
+	const char *json;
+	char *j;
+	CompileCtx *c;
+	KcGraph *g;
+	KcLimits lim = {0};
+	KcErr err = {0};
+
+	/* [2,3] + [3] and [2,1] + [1,3] */
+	j = one_op("Add", 2, DT(f, f), DT("2,1", "1,3"), f, "2,3");
+	c = compile_ctx_new();
+	OK(kc_parse(c, j, strlen(j), &lim, &g, &err) == KC_OK);
+	float a[2] = {10, 20}, bb[3] = {1, 2, 3}, y[6];
+	void *args[3] = {a, bb, y};
+	OK(kc_interp(c, g, args, 0, &err) == KC_OK);
+	OK(y[0] == 11 && y[2] == 13 && y[3] == 21 && y[5] == 23);
+	compile_ctx_free(c);
+	free(j);
+
+	j = one_op("BroadcastTo", 1, DT(f), DT("3"), f, "2,3");
+	c = compile_ctx_new();
+	OK(kc_parse(c, j, strlen(j), &lim, &g, &err) == KC_OK);
+	args[0] = bb;
+	args[1] = y;
+	OK(kc_interp(c, g, args, 0, &err) == KC_OK);
+	OK(y[0] == 1 && y[3] == 1 && y[5] == 3);
+	compile_ctx_free(c);
+	free(j);
+
+	j = one_op("Reshape", 1, DT(f), DT("2,3"), f, "3,2");
+	c = compile_ctx_new();
+	OK(kc_parse(c, j, strlen(j), &lim, &g, &err) == KC_OK);
+	float x6[6] = {1, 2, 3, 4, 5, 6};
+	args[0] = x6;
+	args[1] = y;
+	OK(kc_interp(c, g, args, 0, &err) == KC_OK);
+	OK(memcmp(x6, y, sizeof y) == 0);
+	/* the memory bound */
+	OK(kc_interp(c, g, args, 16, &err) == KC_TOO_LARGE);
+	compile_ctx_free(c);
+	free(j);
+
+	/* a constant operand and an output that is a kernel input */
+	json =
+	    "{\"composite\":true,\"op\":\"t_c\",\"process\":\"cpu\",\"version\":1,"
+	    "\"input_desc\":[[{\"data_type\":\"float32\",\"shape\":[2],\"tensor_name\":\"a\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"float32\",\"shape\":[2],\"tensor_name\":\"o\"},"
+	    "{\"data_type\":\"float32\",\"shape\":[2],\"tensor_name\":\"a\"}],"
+	    "\"op_desc\":[{\"attr\":null,\"name\":\"Mul\",\"input_desc\":["
+	    "[{\"data_type\":\"float32\",\"shape\":[2],\"tensor_name\":\"a\"}],"
+	    "[{\"data_type\":\"float32\",\"shape\":[1],\"tensor_name\":\"k\",\"value\":0.5}]],"
+	    "\"output_desc\":[{\"data_type\":\"float32\",\"shape\":[2],\"tensor_name\":\"o\"}]}]}";
+	c = compile_ctx_new();
+	KcStatus st = kc_parse(c, json, strlen(json), &lim, &g, &err);
+	OKF(st == KC_OK, "parse: %s %s", err.where, err.msg);
+	if (st == KC_OK) {
+		float in2[2] = {4, -2}, o1[2], o2[2];
+		void *a3[3] = {in2, o1, o2};
+		OK(kc_interp(c, g, a3, 0, &err) == KC_OK);
+		OK(o1[0] == 2 && o1[1] == -1 && o2[0] == 4 && o2[1] == -2);
+	}
+	compile_ctx_free(c);
+}
+
+/* Tie masks: a near-equal float comparison marks its result and what
+ * depends on it. */
+static void
+ties(void)
+{
+	const char *f = "float32";
+	char *j = one_op("Greater", 2, DT(f, f), DT("4", "4"), "bool", "4");
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	float a[4] = {1, 1, 5, -3}, b[4] = {1.0000001f, 2, 5, -3.5f};
+	uint8_t y[4], t[4] = {9, 9, 9, 9};
+	void *args[3] = {a, b, y};
+	uint8_t *tp[1] = {t};
+	OK(kc_parse(c, j, strlen(j), &lim, &g, &err) == KC_OK);
+	OK(kc_interp_ties(c, g, args, 0, tp, &err) == KC_OK);
+	OK(t[0] == 1 && t[1] == 0 && t[2] == 1 && t[3] == 0);
+	OK(y[0] == 0 && y[1] == 0 && y[2] == 0 && y[3] == 1);
+	compile_ctx_free(c);
+	free(j);
+	/* integer comparisons are exact: no ties */
+	j = one_op("Greater", 2, DT("int32", "int32"), DT("2", "2"), "bool", "2");
+	c = compile_ctx_new();
+	int32_t ia[2] = {1, 2}, ib[2] = {1, 1};
+	args[0] = ia;
+	args[1] = ib;
+	memset(t, 9, sizeof t);
+	OK(kc_parse(c, j, strlen(j), &lim, &g, &err) == KC_OK);
+	OK(kc_interp_ties(c, g, args, 0, tp, &err) == KC_OK);
+	OK(t[0] == 0 && t[1] == 0 && y[0] == 0 && y[1] == 1);
+	compile_ctx_free(c);
+	free(j);
+}
+
+/* ---- kernels against the interpreter ------------------------------------------ */
+
+static KcTarget host;
+static int n_diff, n_diff_ok;
+
+static size_t
+dt_bytes(const char *dt)
+{
+	if (!strcmp(dt, "bool") || strstr(dt, "int8"))
+		return 1;
+	if (strstr(dt, "16"))
+		return 2;
+	if (strstr(dt, "32"))
+		return 4;
+	return 8;
+}
+
+static double
+as_f64(const char *dt, const void *p, int64_t i)
+{
+	if (!strcmp(dt, "float16")) {
+		unsigned h = ((const uint16_t *)p)[i], e = (h >> 10) & 31, m = h & 1023;
+		double v = e == 0    ? ldexp(m, -24)
+		           : e == 31 ? (m ? NAN : INFINITY)
+		                     : ldexp(m + 1024, (int)e - 25);
+		return (h & 0x8000) ? -v : v;
+	}
+	if (!strcmp(dt, "bfloat16")) {
+		uint32_t w = (uint32_t)((const uint16_t *)p)[i] << 16;
+		float f;
+		memcpy(&f, &w, 4);
+		return f;
+	}
+	return unpack(dt, p, (int)i);
+}
+
+/* Compiles json for the host, runs it serially on random inputs and
+ * compares with kc_interp. Returns false if it does not compile (skipped). */
+static bool
+differential(const char *label, const char *json, size_t len, uint64_t seed)
+{
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	KcArtifact art = {0};
+	void *dl = NULL;
+	bool ran = false;
+
+	if (kc_parse(c, json, len, &lim, &g, &err) != KC_OK)
+		goto done;
+	KcSchedule *s = kc_schedule_default(c, g, &host);
+	KcCompileOptions o = {0};
+	if (kc_compile(c, g, &host, s, &o, &art, &err) != KC_OK)
+		goto done;
+	char path[] = "/tmp/test_interp_XXXXXX.so";
+	int fd = mkstemps(path, 3);
+	if (fd < 0 || write(fd, art.object, art.object_len) != (ssize_t)art.object_len) {
+		OKF(0, "%s: cannot write the object", label);
+		goto done;
+	}
+	close(fd);
+	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	unlink(path);
+	KernelFn fn = dl ? (KernelFn)(uintptr_t)dlsym(dl, art.symbol) : NULL;
+	OKF(fn != NULL, "%s: dlopen/dlsym", label);
+	if (!fn)
+		goto done;
+	int n = kc_graph_nargs(g), nin = 0;
+	void *ka[64] = {0}, *ra[64] = {0};
+	KcArgInfo ai[64];
+	if (n > 64)
+		goto done;
+	for (int i = 0; i < n; i++) {
+		kc_graph_arg(g, i, &ai[i]);
+		int64_t numel = 1;
+		for (int d = 0; d < ai[i].rank; d++)
+			numel *= ai[i].shape[d];
+		size_t bytes = (size_t)numel * dt_bytes(ai[i].dtype);
+		ka[i] = calloc(1, bytes + 8);
+		ra[i] = ai[i].is_output ? calloc(1, bytes + 8) : ka[i];
+		if (!ai[i].is_output)
+			nin++;
+	}
+	kc_interp_random_inputs(c, g, seed, ka);
+	ran = true;
+	n_diff++;
+	uint8_t *tie[64] = {0};
+	for (int i = nin; i < n; i++) {
+		int64_t numel = 1;
+		for (int d = 0; d < ai[i].rank; d++)
+			numel *= ai[i].shape[d];
+		tie[i - nin] = calloc((size_t)numel + 1, 1);
+	}
+	int32_t krc = fn(NULL, ka, NULL);
+	KcStatus ist = kc_interp_ties(c, g, ra, (size_t)1 << 32, tie, &err);
+	bool all = krc == 0 && ist == KC_OK;
+	OKF(krc == 0 && ist == KC_OK, "%s: kernel %d, interp %s", label, krc, err.msg);
+	for (int i = nin; i < n && all; i++) {
+		int64_t numel = 1;
+		for (int d = 0; d < ai[i].rank; d++)
+			numel *= ai[i].shape[d];
+		bool fl = strstr(ai[i].dtype, "float") != NULL;
+		double tol = kc_interp_half_upstream(c, g, i - nin) ? 1e-2 : 1e-4;
+		int64_t bad = 0, first = -1;
+		for (int64_t e = 0; e < numel; e++) {
+			double x = as_f64(ai[i].dtype, ka[i], e), y = as_f64(ai[i].dtype, ra[i], e);
+			bool same = x == y || (isnan(x) && isnan(y)) ||
+			            (fl && fabs(x - y) <= tol + tol * fabs(y));
+			if (!same && !tie[i - nin][e] && bad++ == 0)
+				first = e;
+		}
+		if (bad) {
+			all = false;
+			OKF(0, "%s: output %d: %lld mismatches, first [%lld] got %.9g want %.9g",
+			    label, i, (long long)bad, (long long)first,
+			    as_f64(ai[i].dtype, ka[i], first), as_f64(ai[i].dtype, ra[i], first));
+		}
+	}
+	if (all)
+		n_diff_ok++;
+	for (int i = 0; i < n; i++) {
+		if (ra[i] != ka[i])
+			free(ra[i]);
+		free(ka[i]);
+	}
+	for (int i = 0; i < n - nin; i++)
+		free(tie[i]);
+done:
+	if (dl)
+		dlclose(dl);
+	kc_artifact_free(&art);
+	compile_ctx_free(c);
+	return ran;
+}
+
+static void
+kernels(void)
+{
+	/* chains over several dtypes, broadcasting, constants and casts */
+	static const char *const graphs[] = {
+	    "{\"composite\":true,\"op\":\"d1\",\"process\":\"cpu\",\"version\":1,"
+	    "\"input_desc\":[[{\"data_type\":\"float32\",\"shape\":[7,33],\"tensor_name\":\"a\"}],"
+	    "[{\"data_type\":\"float32\",\"shape\":[33],\"tensor_name\":\"b\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"float16\",\"shape\":[7,33],\"tensor_name\":\"o\"},"
+	    "{\"data_type\":\"bool\",\"shape\":[7,33],\"tensor_name\":\"g\"}],"
+	    "\"op_desc\":["
+	    "{\"name\":\"Mul\",\"input_desc\":[[{\"data_type\":\"float32\",\"shape\":[7,33],"
+	    "\"tensor_name\":\"a\"}],"
+	    "[{\"data_type\":\"float32\",\"shape\":[33],\"tensor_name\":\"b\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"float32\",\"shape\":[7,33],\"tensor_name\":\"m\"}]},"
+	    "{\"name\":\"Tanh\",\"input_desc\":[[{\"data_type\":\"float32\",\"shape\":[7,33],"
+	    "\"tensor_name\":\"m\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"float32\",\"shape\":[7,33],\"tensor_name\":\"t\"}]},"
+	    "{\"name\":\"Cast\",\"input_desc\":[[{\"data_type\":\"float32\",\"shape\":[7,33],"
+	    "\"tensor_name\":\"t\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"float16\",\"shape\":[7,33],\"tensor_name\":\"o\"}]},"
+	    "{\"name\":\"Greater\",\"input_desc\":[[{\"data_type\":\"float32\",\"shape\":[7,33],"
+	    "\"tensor_name\":\"a\"}],"
+	    "[{\"data_type\":\"float32\",\"shape\":[1],\"tensor_name\":\"z\",\"value\":0.0}]],"
+	    "\"output_desc\":[{\"data_type\":\"bool\",\"shape\":[7,33],\"tensor_name\":\"g\"}]}]}",
+	    "{\"composite\":true,\"op\":\"d2\",\"process\":\"cpu\",\"version\":1,"
+	    "\"input_desc\":[[{\"data_type\":\"int32\",\"shape\":[5,1],\"tensor_name\":\"a\"}],"
+	    "[{\"data_type\":\"int32\",\"shape\":[1,9],\"tensor_name\":\"b\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"int32\",\"shape\":[5,9],\"tensor_name\":\"q\"},"
+	    "{\"data_type\":\"float32\",\"shape\":[5,9],\"tensor_name\":\"f\"}],"
+	    "\"op_desc\":["
+	    "{\"name\":\"Div\",\"input_desc\":[[{\"data_type\":\"int32\",\"shape\":[5,1],\"tensor_"
+	    "name\":\"a\"}],"
+	    "[{\"data_type\":\"int32\",\"shape\":[1,9],\"tensor_name\":\"b\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"int32\",\"shape\":[5,9],\"tensor_name\":\"q\"}]},"
+	    "{\"name\":\"Cast\",\"input_desc\":[[{\"data_type\":\"int32\",\"shape\":[5,9],\"tensor_"
+	    "name\":\"q\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"float32\",\"shape\":[5,9],\"tensor_name\":\"c\"}]},"
+	    "{\"name\":\"Sqrt\",\"input_desc\":[[{\"data_type\":\"float32\",\"shape\":[5,9],"
+	    "\"tensor_name\":\"c\"}]],"
+	    "\"output_desc\":[{\"data_type\":\"float32\",\"shape\":[5,9],\"tensor_name\":\"f\"}]}]"
+	    "}",
+	};
+	KcErr err = {0};
+	OK(kc_target_host(&host, &err) == KC_OK);
+	for (size_t i = 0; i < sizeof graphs / sizeof graphs[0]; i++) {
+		char label[32];
+		snprintf(label, sizeof label, "graph %zu", i);
+		OKF(differential(label, graphs[i], strlen(graphs[i]), 42 + i), "%s compiles",
+		    label);
+	}
+}
+
+static void
+corpus_dir(const char *dir, int *files)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[4096];
+		const char *dot = strrchr(e->d_name, '.');
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (!strcmp(e->d_name, "legacy_inplace_assign")) {
+			corpus_dir(path, files);
+			continue;
+		}
+		if (!dot || (strcmp(dot, ".info") && strcmp(dot, ".json")))
+			continue;
+		FILE *f = fopen(path, "rb");
+		if (!f)
+			continue;
+		fseek(f, 0, SEEK_END);
+		long n = ftell(f);
+		fseek(f, 0, SEEK_SET);
+		char *buf = malloc((size_t)n + 1);
+		size_t got = fread(buf, 1, (size_t)n, f);
+		fclose(f);
+		if (differential(e->d_name, buf, got, 7))
+			(*files)++;
+		free(buf);
+	}
+	closedir(d);
+}
+
+static void
+corpus(void)
+{
+	const char *dir = t_corpus_dir();
+	int files = 0;
+	if (!dir) {
+		t_skip("../shared/corpus/akg is absent");
+		return;
+	}
+	int before = n_diff_ok;
+	corpus_dir(dir, &files);
+	printf("# %d corpus files compile for the host; %d match the interpreter\n", files,
+	       n_diff_ok - before);
+	OK(files > 0);
+}
+
+int
+main(void)
+{
+	kc_compiler_init();
+	t_sub("arithmetic", arithmetic);
+	t_sub("integers", integers);
+	t_sub("comparisons", comparisons);
+	t_sub("casts", casts);
+	t_sub("layouts", layouts);
+	t_sub("ties", ties);
+	t_sub("kernels", kernels);
+	t_sub("corpus", corpus);
+	return t_done();
+}
