@@ -44,6 +44,8 @@ typedef struct Em {
 	LLVMValueRef *bufp; /* per buffer: its pointer in the body */
 	LLVMValueRef *var;  /* per loop var: its current value */
 	LLVMValueRef *memo; /* per expr id, reset per stage */
+	int vw;             /* vector width of the innermost loop (1: scalar) */
+	bool math_inline;   /* few math ops: inline them (see math_inline) */
 	KcErr *err;
 } Em;
 
@@ -338,6 +340,37 @@ float_only(Em *E, const LnExpr *e)
 	return NULL;
 }
 
+/* A math function: inline, or a call of the module's outlined version. */
+static LLVMValueRef
+emit_math(Em *E, MathFn f, LLVMValueRef *a)
+{
+	return E->math_inline ? math_inline(E->b, f, a) : math_call(E->b, f, a, E->vw);
+}
+
+/* Is e a transcendental (an emit_math op)? */
+static bool
+is_math(const LnExpr *e)
+{
+	if (e->kind != LNE_OP || !is_float(e->dtype))
+		return false;
+	return e->op == IR_OP_EXP || e->op == IR_OP_LOG || e->op == IR_OP_TANH ||
+	       e->op == IR_OP_ERF || e->op == IR_OP_POW;
+}
+
+/* Math ops under e not yet seen (each expr is emitted once per stage). */
+static int
+count_math(const LnExpr *e, bool *seen)
+{
+	int n;
+	if (seen[e->id])
+		return 0;
+	seen[e->id] = true;
+	n = is_math(e);
+	for (int i = 0; e->kind == LNE_OP && i < e->nargs; i++)
+		n += count_math(e->args[i], seen);
+	return n;
+}
+
 /* One elementwise op on compute values a[] (result: e->dtype). */
 static LLVMValueRef
 emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
@@ -365,15 +398,7 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 	case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : emit_idiv(E, dt, a[0], a[1]);
 	case IR_OP_MAXIMUM: return emit_maxmin(E, true, dt, a[0], a[1]);
 	case IR_OP_MINIMUM: return emit_maxmin(E, false, dt, a[0], a[1]);
-	case IR_OP_POW:
-		if (!fl)
-			return float_only(E, e);
-		if (ft == E->f32) { /* float32 pow in double: y log x amplifies errors */
-			LLVMValueRef x = LLVMBuildFPExt(b, a[0], E->f64, "");
-			LLVMValueRef y = LLVMBuildFPExt(b, a[1], E->f64, "");
-			return LLVMBuildFPTrunc(b, math_pow(b, x, y), E->f32, "");
-		}
-		return math_pow(b, a[0], a[1]);
+	case IR_OP_POW: return fl ? emit_math(E, MATH_POW, a) : float_only(E, e);
 	case IR_OP_NEG:
 		return fl ? LLVMBuildFNeg(b, a[0], "") : bo ? a[0] : LLVMBuildNeg(b, a[0], "");
 	case IR_OP_ABS:
@@ -383,10 +408,10 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 			return a[0];
 		return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, a[0], zero_of(E, dt), ""),
 		                       LLVMBuildNeg(b, a[0], ""), a[0], "");
-	case IR_OP_EXP: return fl ? math_exp(b, a[0]) : float_only(E, e);
-	case IR_OP_LOG: return fl ? math_log(b, a[0]) : float_only(E, e);
-	case IR_OP_TANH: return fl ? math_tanh(b, a[0]) : float_only(E, e);
-	case IR_OP_ERF: return fl ? math_erf(b, a[0]) : float_only(E, e);
+	case IR_OP_EXP: return fl ? emit_math(E, MATH_EXP, a) : float_only(E, e);
+	case IR_OP_LOG: return fl ? emit_math(E, MATH_LOG, a) : float_only(E, e);
+	case IR_OP_TANH: return fl ? emit_math(E, MATH_TANH, a) : float_only(E, e);
+	case IR_OP_ERF: return fl ? emit_math(E, MATH_ERF, a) : float_only(E, e);
 	case IR_OP_SQRT: return fl ? math_intrinsic(b, "llvm.sqrt", a, 1) : float_only(E, e);
 	case IR_OP_RSQRT:
 		if (!fl)
@@ -532,6 +557,8 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	LLVMValueRef start, end, phi, next, br;
 
 	if (level == st->nloops) {
+		const LnLoop *in = level ? &st->loops[level - 1] : NULL;
+		E->vw = in && (in->kind & LNL_VECTORIZED) && in->width > 1 ? in->width : 1;
 		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
 		for (int i = 0; i < st->nstores; i++) {
 			LLVMValueRef v = emit_expr(E, st->stores[i].value);
@@ -702,6 +729,15 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	E->var = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nvars + 1);
 	E->memo = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nexprs + 1);
 	tasks = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nstages + 1);
+
+	int nmath = 0;
+	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+	for (int s = 0; s < ln->nstages; s++) {
+		memset(seen, 0, sizeof(bool) * (size_t)(ln->nexprs + 1));
+		for (int i = 0; i < ln->stages[s].nstores; i++)
+			nmath += count_math(ln->stages[s].stores[i].value, seen);
+	}
+	E->math_inline = nmath <= MATH_INLINE_MAX;
 
 	for (int s = 0; s < ln->nstages; s++) {
 		const LnStage *sg = &ln->stages[s];

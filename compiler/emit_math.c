@@ -13,41 +13,76 @@
  *         2.5, the erfc continued fraction above (~1e-15 relative)
  *   pow   exp(y log|x|) with numpy's special cases
  * Half conversions follow F. Giesen's branch-free RNE algorithms.
+ *
+ * The builders work on scalars and on vectors alike. math_call emits each
+ * function once per module as an internal noinline `kcs.<fn>.v<W><f32|f64>`
+ * for the loop's vector width W, plus a scalar `kcs.<fn>.<f32|f64>` (lane 0
+ * of the vector one) for the remainder, and tags the scalar call with a
+ * VFABI mapping so LoopVectorize widens it into a call of the vector
+ * version. A chain of N ops then costs N calls, not N inlined polynomials
+ * for the backend: compile time stays linear in N. Kernels with few math
+ * ops (MATH_INLINE_MAX) inline them instead (math_inline): no call cost.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "loopnest.h"
 
 typedef struct M {
 	LLVMBuilderRef b;
-	LLVMTypeRef ft, it; /* float type and the same-width integer type */
+	LLVMTypeRef ft, it; /* float type and the same-width integer type (vectors if w > 1) */
+	LLVMTypeRef fe, ie; /* their element types */
+	unsigned w;         /* lanes: 1 for a scalar */
 	bool dbl;
 } M;
+
+/* The context for values of type t (float, double or a vector of them). */
+static M
+mk_type(LLVMBuilderRef b, LLVMTypeRef t)
+{
+	M m;
+	LLVMContextRef c = LLVMGetTypeContext(t);
+	bool vec = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+	m.b = b;
+	m.ft = t;
+	m.fe = vec ? LLVMGetElementType(t) : t;
+	m.w = vec ? LLVMGetVectorSize(t) : 1;
+	m.dbl = LLVMGetTypeKind(m.fe) == LLVMDoubleTypeKind;
+	m.ie = m.dbl ? LLVMInt64TypeInContext(c) : LLVMInt32TypeInContext(c);
+	m.it = vec ? LLVMVectorType(m.ie, m.w) : m.ie;
+	return m;
+}
 
 static M
 mk(LLVMBuilderRef b, LLVMValueRef x)
 {
-	M m;
-	LLVMTypeRef t = LLVMTypeOf(x);
-	LLVMContextRef c = LLVMGetTypeContext(t);
-	m.b = b;
-	m.ft = t;
-	m.dbl = LLVMGetTypeKind(t) == LLVMDoubleTypeKind;
-	m.it = m.dbl ? LLVMInt64TypeInContext(c) : LLVMInt32TypeInContext(c);
-	return m;
+	return mk_type(b, LLVMTypeOf(x));
+}
+
+/* s broadcast to m's lane count. */
+static LLVMValueRef
+splat(M *m, LLVMValueRef s)
+{
+	LLVMValueRef v[64];
+	if (m->w == 1)
+		return s;
+	KC_ASSERT(m->w <= 64);
+	for (unsigned i = 0; i < m->w; i++)
+		v[i] = s;
+	return LLVMConstVector(v, m->w);
 }
 
 static LLVMValueRef
 fc(M *m, double v)
 {
-	return LLVMConstReal(m->ft, v);
+	return splat(m, LLVMConstReal(m->fe, v));
 }
 
 static LLVMValueRef
 ic(M *m, int64_t v)
 {
-	return LLVMConstInt(m->it, (unsigned long long)v, 1);
+	return splat(m, LLVMConstInt(m->ie, (unsigned long long)v, 1));
 }
 
 #define ADD(a, c) LLVMBuildFAdd(m->b, (a), (c), "")
@@ -110,8 +145,9 @@ pow2i(M *m, LLVMValueRef n)
 	return AS_FLT(LLVMBuildShl(m->b, e, ic(m, mant), ""));
 }
 
-LLVMValueRef
-math_exp(LLVMBuilderRef b, LLVMValueRef x)
+/* lowp (double only): enough terms for a float32 result, not a double one */
+static LLVMValueRef
+exp_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 {
 	M mm = mk(b, x), *m = &mm;
 	double hi = m->dbl ? 709.782712893384 : 88.72283935546875;
@@ -120,7 +156,7 @@ math_exp(LLVMBuilderRef b, LLVMValueRef x)
 	double ln2lo = m->dbl ? 1.90821492927058770002e-10 : 1.42860682030941723212e-06;
 	double shifter = m->dbl ? 6755399441055744.0 : 12582912.0; /* 1.5 * 2^52, 1.5 * 2^23 */
 	double c[18];
-	int deg = m->dbl ? 13 : 7;
+	int deg = m->dbl ? (lowp ? 8 : 13) : 7; /* |r| <= ln2/2: 8 leaves 2e-10 */
 
 	c[0] = 1;
 	for (int i = 1; i <= deg; i++)
@@ -144,7 +180,13 @@ math_exp(LLVMBuilderRef b, LLVMValueRef x)
 }
 
 LLVMValueRef
-math_log(LLVMBuilderRef b, LLVMValueRef x)
+math_exp(LLVMBuilderRef b, LLVMValueRef x)
+{
+	return exp_(b, x, false);
+}
+
+static LLVMValueRef
+log_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 {
 	M mm = mk(b, x), *m = &mm;
 	int mant = m->dbl ? 52 : 23, bias = m->dbl ? 1023 : 127;
@@ -155,7 +197,7 @@ math_log(LLVMBuilderRef b, LLVMValueRef x)
 	double ln2hi = m->dbl ? 6.93147180369123816490e-01 : 0.693145751953125;
 	double ln2lo = m->dbl ? 1.90821492927058770002e-10 : 1.42860682030941723212e-06;
 	double c[12];
-	int nterms = m->dbl ? 11 : 6;
+	int nterms = m->dbl && !lowp ? 11 : 6; /* s^2 < 0.03: 6 leaves 2e-11 */
 
 	for (int i = 0; i < nterms; i++)
 		c[i] = 2.0 / (2 * i + 1); /* log m = 2 atanh s = 2 (s + s^3/3 + ...) */
@@ -180,6 +222,12 @@ math_log(LLVMBuilderRef b, LLVMValueRef x)
 	res = SEL(FCMP(LLVMRealOEQ, x, fc(m, 0)), fc(m, -INFINITY), res);
 	res = SEL(FCMP(LLVMRealOLT, x, fc(m, 0)), fc(m, NAN), res);
 	return SEL(FCMP(LLVMRealUNO, x, x), x, res);
+}
+
+LLVMValueRef
+math_log(LLVMBuilderRef b, LLVMValueRef x)
+{
+	return log_(b, x, false);
 }
 
 LLVMValueRef
@@ -252,12 +300,12 @@ math_erf(LLVMBuilderRef b, LLVMValueRef x)
 	return copysign_(m, res, x);
 }
 
-LLVMValueRef
-math_pow(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+static LLVMValueRef
+pow_(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, bool lowp)
 {
 	M mm = mk(b, x), *m = &mm;
 	LLVMValueRef ax = fabs_(m, x);
-	LLVMValueRef r = math_exp(b, MUL(y, math_log(b, ax)));
+	LLVMValueRef r = exp_(b, MUL(y, log_(b, ax, lowp)), lowp);
 	LLVMValueRef fy = floor_(m, y);
 	LLVMValueRef yint = FCMP(LLVMRealOEQ, fy, y);
 	LLVMValueRef hy = MUL(y, fc(m, 0.5));
@@ -270,6 +318,161 @@ math_pow(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
 	r = SEL(LLVMBuildAnd(b, FCMP(LLVMRealOEQ, ax, fc(m, 1)), yinf, ""), fc(m, 1), r);
 	r = SEL(FCMP(LLVMRealOEQ, x, fc(m, 1)), fc(m, 1), r);
 	return SEL(FCMP(LLVMRealOEQ, y, fc(m, 0)), fc(m, 1), r);
+}
+
+LLVMValueRef
+math_pow(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+	return pow_(b, x, y, false);
+}
+
+/* ---- outlined functions ---------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	int arity;
+} math_fns[MATH_COUNT] = {
+    [MATH_EXP] = {"exp", 1}, [MATH_LOG] = {"log", 1}, [MATH_TANH] = {"tanh", 1},
+    [MATH_ERF] = {"erf", 1}, [MATH_POW] = {"pow", 2},
+};
+
+/* float32 pow runs in double (y log x amplifies the error of log x by up
+ * to 88) but with float32-grade polynomials (lowp): what it needs is the
+ * double range reduction and product, not 53-bit series. */
+LLVMValueRef
+math_inline(LLVMBuilderRef b, MathFn f, LLVMValueRef *a)
+{
+	switch (f) {
+	case MATH_EXP: return math_exp(b, a[0]);
+	case MATH_LOG: return math_log(b, a[0]);
+	case MATH_TANH: return math_tanh(b, a[0]);
+	case MATH_ERF: return math_erf(b, a[0]);
+	case MATH_POW: {
+		M mm = mk(b, a[0]), *m = &mm;
+		if (m->dbl)
+			return math_pow(b, a[0], a[1]);
+		LLVMTypeRef d = LLVMDoubleTypeInContext(LLVMGetTypeContext(m->ft));
+		if (m->w > 1)
+			d = LLVMVectorType(d, m->w);
+		LLVMValueRef x = LLVMBuildFPExt(b, a[0], d, "");
+		LLVMValueRef y = LLVMBuildFPExt(b, a[1], d, "");
+		return LLVMBuildFPTrunc(b, pow_(b, x, y, true), m->ft, "");
+	}
+	case MATH_COUNT: break;
+	}
+	KC_ASSERT(!"unknown math function");
+	return NULL;
+}
+
+/* Adds the attribute `name` (value v) to fn. */
+static void
+fn_attr(LLVMContextRef cx, LLVMValueRef fn, const char *name, uint64_t v)
+{
+	unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+	KC_ASSERT(kind != 0);
+	LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+	                        LLVMCreateEnumAttribute(cx, kind, v));
+}
+
+/* Appends fn to llvm.compiler.used, so that the optimiser keeps a vector
+ * variant that only a VFABI mapping refers to. */
+static void
+keep_used(LLVMModuleRef mod, LLVMValueRef fn)
+{
+	LLVMContextRef cx = LLVMGetModuleContext(mod);
+	LLVMTypeRef pt = LLVMPointerTypeInContext(cx, 0);
+	LLVMValueRef old = LLVMGetNamedGlobal(mod, "llvm.compiler.used"), el[128];
+	unsigned n = 0;
+
+	if (old) {
+		LLVMValueRef init = LLVMGetInitializer(old);
+		n = (unsigned)LLVMGetNumOperands(init);
+		KC_ASSERT(n < 128);
+		for (unsigned i = 0; i < n; i++)
+			el[i] = LLVMGetOperand(init, i);
+		LLVMDeleteGlobal(old);
+	}
+	el[n++] = fn;
+	LLVMValueRef g = LLVMAddGlobal(mod, LLVMArrayType2(pt, n), "llvm.compiler.used");
+	LLVMSetInitializer(g, LLVMConstArray2(pt, el, n));
+	LLVMSetLinkage(g, LLVMAppendingLinkage);
+	LLVMSetSection(g, "llvm.metadata");
+}
+
+/* The internal function `name` computing f on type t, built on first use;
+ * a scalar one with vfn set runs lane 0 of vfn, so that the module holds
+ * one copy of the polynomial (the scalar one only serves loop remainders). */
+static LLVMValueRef
+math_fn(LLVMModuleRef mod, MathFn f, LLVMTypeRef t, const char *name, LLVMValueRef vfn, bool *made)
+{
+	LLVMValueRef fn = LLVMGetNamedFunction(mod, name);
+	LLVMContextRef cx = LLVMGetModuleContext(mod);
+	LLVMTypeRef params[2] = {t, t};
+	unsigned n = (unsigned)math_fns[f].arity;
+
+	*made = false;
+	if (fn)
+		return fn;
+	*made = true;
+	fn = LLVMAddFunction(mod, name, LLVMFunctionType(t, params, n, 0));
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	/* noinline: each polynomial is compiled once per width, not per use */
+	fn_attr(cx, fn, "noinline", 0);
+	fn_attr(cx, fn, "nounwind", 0);
+	fn_attr(cx, fn, "willreturn", 0);
+	fn_attr(cx, fn, "nosync", 0);
+	fn_attr(cx, fn, "memory", 0); /* memory(none) */
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
+	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cx, fn, "entry"));
+	LLVMValueRef a[2] = {LLVMGetParam(fn, 0), n > 1 ? LLVMGetParam(fn, 1) : NULL};
+	if (vfn) {
+		LLVMTypeRef vty = LLVMGlobalGetValueType(vfn);
+		LLVMValueRef zero = LLVMConstInt(LLVMInt32TypeInContext(cx), 0, 0);
+		for (unsigned i = 0; i < n; i++)
+			a[i] = LLVMBuildInsertElement(b, LLVMGetPoison(LLVMGetReturnType(vty)),
+			                              a[i], zero, "");
+		LLVMValueRef r = LLVMBuildCall2(b, vty, vfn, a, n, "");
+		LLVMBuildRet(b, LLVMBuildExtractElement(b, r, zero, ""));
+	} else {
+		LLVMBuildRet(b, math_inline(b, f, a));
+	}
+	LLVMDisposeBuilder(b);
+	return fn;
+}
+
+LLVMValueRef
+math_call(LLVMBuilderRef b, MathFn f, LLVMValueRef *args, int width)
+{
+	LLVMModuleRef mod = LLVMGetGlobalParent(LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)));
+	LLVMContextRef cx = LLVMGetModuleContext(mod);
+	LLVMTypeRef t = LLVMTypeOf(args[0]);
+	const char *ty = LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? "f64" : "f32";
+	const char *nm = math_fns[f].name;
+	char sname[32], vname[32], abi[128];
+	bool made;
+
+	LLVMValueRef vfn = NULL;
+	KC_ASSERT(width <= 64);
+	if (width > 1) {
+		snprintf(vname, sizeof vname, "kcs.%s.v%d%s", nm, width, ty);
+		vfn = math_fn(mod, f, LLVMVectorType(t, (unsigned)width), vname, NULL, &made);
+		if (made)
+			keep_used(mod, vfn);
+	}
+	snprintf(sname, sizeof sname, "kcs.%s.%s", nm, ty);
+	LLVMValueRef fn = math_fn(mod, f, t, sname, vfn, &made);
+	LLVMValueRef call = LLVMBuildCall2(b, LLVMGlobalGetValueType(fn), fn, args,
+	                                   (unsigned)math_fns[f].arity, "");
+	if (width <= 1)
+		return call;
+	/* _ZGV <isa _LLVM_> <N: unmasked> <VF> <v per vector arg> _ scalar (vector) */
+	snprintf(abi, sizeof abi, "_ZGV_LLVM_N%d%s_%s(%s)", width,
+	         math_fns[f].arity == 2 ? "vv" : "v", sname, vname);
+	static const char key[] = "vector-function-abi-variant";
+	LLVMAddCallSiteAttribute(
+	    call, LLVMAttributeFunctionIndex,
+	    LLVMCreateStringAttribute(cx, key, sizeof key - 1, abi, (unsigned)strlen(abi)));
+	return call;
 }
 
 /* ---- float16 / bfloat16 ---------------------------------------------------- */
@@ -306,11 +509,7 @@ LLVMValueRef
 math_f16_to_f32(LLVMBuilderRef b, LLVMValueRef h)
 {
 	LLVMContextRef cx = LLVMGetTypeContext(LLVMTypeOf(h));
-	M mm, *m = &mm;
-	mm.b = b;
-	mm.ft = LLVMFloatTypeInContext(cx);
-	mm.it = LLVMInt32TypeInContext(cx);
-	mm.dbl = false;
+	M mm = mk_type(b, LLVMFloatTypeInContext(cx)), *m = &mm;
 	LLVMValueRef w = LLVMBuildZExt(b, h, m->it, "");
 	LLVMValueRef o = LLVMBuildShl(b, LLVMBuildAnd(b, w, ic(m, 0x7fff), ""), ic(m, 13), "");
 	LLVMValueRef shexp = ic(m, 0x7c00 << 13);

@@ -153,7 +153,19 @@ void sched_default_knobs(const KcTarget *t, KcKnobs *out);
 KcStatus emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *err);
 
 /* ---- emit_math.c: branch-free, vectorisable math as IR -------------------- */
-/* x has type float or double (the compute type); results have the same. */
+typedef enum MathFn { MATH_EXP, MATH_LOG, MATH_TANH, MATH_ERF, MATH_POW, MATH_COUNT } MathFn;
+/* Calls f on args (float or double scalars; pow takes two) through the
+ * module's outlined internal function, built on first use. width > 1 (the
+ * vector width of the enclosing loop) also builds the <width x T> variant
+ * and maps the call to it for LoopVectorize (VFABI). */
+LLVMValueRef math_call(LLVMBuilderRef b, MathFn f, LLVMValueRef *args, int width);
+/* f on args as inline IR (scalars or vectors): no call overhead, but each
+ * use is a whole polynomial for the backend. emit_llvm inlines when a
+ * module has at most MATH_INLINE_MAX math ops, and calls otherwise. */
+LLVMValueRef math_inline(LLVMBuilderRef b, MathFn f, LLVMValueRef *args);
+#define MATH_INLINE_MAX 2
+/* Inline versions: x has type float or double (the compute type) or a
+ * vector of them; results have the same type. */
 LLVMValueRef math_exp(LLVMBuilderRef b, LLVMValueRef x);
 LLVMValueRef math_log(LLVMBuilderRef b, LLVMValueRef x);
 LLVMValueRef math_tanh(LLVMBuilderRef b, LLVMValueRef x);

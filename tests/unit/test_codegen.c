@@ -776,6 +776,177 @@ pow_cases(void)
 	unload(&k);
 }
 
+/* occurrences of needle in hay */
+static int
+count_str(const char *hay, const char *needle)
+{
+	int n = 0;
+	size_t len = strlen(needle);
+	for (const char *p = hay ? strstr(hay, needle) : NULL; p; p = strstr(p + len, needle))
+		n++;
+	return n;
+}
+
+/* A 256-op Tanh/Pow chain: each math function is emitted once per width
+ * (kcs.<fn>.f32 and kcs.<fn>.v<W>f32), the vector loop calls the vector
+ * versions, and the result matches a scalar reference. Compile time is
+ * linear in the chain (no inlined polynomial per op): asserted through
+ * the IR's structure and size, not wall time. */
+static void
+math_outlined(void)
+{
+	enum { N = 4099, OPS = 256 };
+	G g = {0};
+	K k;
+	KcTarget avx2;
+	KcErr err = {0};
+	char prev[16] = "x", cur[16];
+	OK(kc_target_resolve("x86_64-haswell", &avx2, &err) == KC_OK);
+	g_in(&g, "x", "float32", "4099");
+	g_in(&g, "y", "float32", "4099");
+	for (int i = 0; i < OPS; i++) {
+		snprintf(cur, sizeof cur, i == OPS - 1 ? "out" : "t%d", i);
+		if (i % 2 == 0)
+			g_op(&g, "Tanh", cur, "float32", "4099", 1, T(prev, "float32", "4099"),
+			     NULL, NULL);
+		else
+			g_op(&g, "Pow", cur, "float32", "4099", 2, T(prev, "float32", "4099"),
+			     T("y", "float32", "4099"), NULL);
+		snprintf(prev, sizeof prev, "%s", cur);
+	}
+	g_out(&g, "out", "float32", "4099");
+	OK(build(&k, &g, "Fused_Tanh_Pow_256", &avx2, NULL, false));
+	const char *ir = k.art.ir;
+	OKF(count_str(ir, "define internal") <= 4, "%d internal functions",
+	    count_str(ir, "define internal"));
+	OK(count_str(ir, "define internal <8 x float> @kcs.pow.v8f32(") == 1);
+	OK(count_str(ir, "define internal <8 x float> @kcs.tanh.v8f32(") == 1);
+	OKF(count_str(ir, "call <8 x float> @kcs.pow.v8f32(") >= OPS / 2, "vector pow calls: %d",
+	    count_str(ir, "call <8 x float> @kcs.pow.v8f32("));
+	OKF(count_str(ir, "call <8 x float> @kcs.tanh.v8f32(") >= OPS / 2, "vector tanh calls: %d",
+	    count_str(ir, "call <8 x float> @kcs.tanh.v8f32("));
+	OKF(k.art.ir_len < 600000, "IR of %zu bytes", k.art.ir_len);
+	printf("# 256-op chain: IR %zu bytes, compile %.0f ms\n", k.art.ir_len, k.art.compile_ms);
+	unload(&k);
+
+	/* on the host, against a double reference */
+	OK(build(&k, &g, "Fused_Tanh_Pow_256_host", &host, NULL, true));
+	if (!k.fn)
+		return;
+	float *x = frand(N, -3, 3, 31), *y = frand(N, 0.5f, 3, 32), *o = malloc(N * 4);
+	for (int i = 0; i < N; i += 7)
+		y[i] = (float)(i % 3 + 1); /* integer exponents of negative bases */
+	void *args[] = {x, y, o};
+	OK(k.fn(&pool, args, NULL) == 0);
+	int bad = 0;
+	for (int i = 0; i < N; i++) {
+		double v = x[i];
+		for (int j = 0; j < OPS; j++)
+			v = j % 2 == 0 ? (double)(float)tanh(v) : (double)(float)pow(v, y[i]);
+		bool nan = isnan(v) || isnan(o[i]);
+		if ((nan && !(isnan(v) && isnan(o[i]))) || (!nan && fabs(o[i] - v) > 1e-5))
+			bad++;
+	}
+	OKF(bad == 0, "%d results off", bad);
+	free(x), free(y), free(o);
+	unload(&k);
+
+	/* outlined float64 functions (three ops: called, not inlined) */
+	for (int dbl = 0; dbl < 2; dbl++) {
+		const char *dt = dbl ? "float64" : "float32";
+		G g3 = {0};
+		g_in(&g3, "x", dt, "1001");
+		g_op(&g3, "Exp", "e", dt, "1001", 1, T("x", dt, "1001"), NULL, NULL);
+		g_op(&g3, "Log", "l", dt, "1001", 1, T("x", dt, "1001"), NULL, NULL);
+		g_op(&g3, "Erf", "r", dt, "1001", 1, T("x", dt, "1001"), NULL, NULL);
+		g_out(&g3, "e", dt, "1001");
+		g_out(&g3, "l", dt, "1001");
+		g_out(&g3, "r", dt, "1001");
+		OK(build(&k, &g3, dbl ? "Fused_ELE_f64" : "Fused_ELE_f32", &host, NULL, true));
+		OK(k.art.ir && strstr(k.art.ir, dbl ? "@kcs.erf.f64" : "@kcs.erf.f32"));
+		if (!k.fn)
+			continue;
+		double xd[1001], od[3][1001], worst = 0;
+		float xf[1001], of[3][1001];
+		for (int i = 0; i < 1001; i++)
+			xd[i] = xf[i] = (float)(0.01 + 6.0 * i / 1000);
+		void *a3[] = {dbl ? (void *)xd : (void *)xf, dbl ? (void *)od[0] : (void *)of[0],
+		              dbl ? (void *)od[1] : (void *)of[1],
+		              dbl ? (void *)od[2] : (void *)of[2]};
+		OK(k.fn(&pool, a3, NULL) == 0);
+		for (int i = 0; i < 1001; i++) {
+			double ref[3] = {exp(xd[i]), log(xd[i]), erf(xd[i])};
+			for (int f = 0; f < 3; f++) {
+				double got = dbl ? od[f][i] : of[f][i];
+				double e = fabs(got - ref[f]) / fmax(fabs(ref[f]), 1e-300);
+				worst = isnan(e) || e > worst ? (isnan(e) ? 1e9 : e) : worst;
+			}
+		}
+		OKF(worst < (dbl ? 1e-13 : 1e-5), "%s outlined exp/log/erf rel err %g", dt, worst);
+		unload(&k);
+	}
+
+	/* up to MATH_INLINE_MAX (2) math ops stay inline: no call overhead */
+	G g2 = {0};
+	g_in(&g2, "x", "float32", "4099");
+	g_op(&g2, "Exp", "e", "float32", "4099", 1, T("x", "float32", "4099"), NULL, NULL);
+	g_op(&g2, "Tanh", "t", "float32", "4099", 1, T("e", "float32", "4099"), NULL, NULL);
+	g_out(&g2, "t", "float32", "4099");
+	OK(build(&k, &g2, "Fused_Exp_Tanh", &avx2, NULL, false));
+	OKF(k.art.ir && !strstr(k.art.ir, "@kcs."), "two math ops are inlined");
+	OK(k.art.ir && strstr(k.art.ir, "<8 x float>"));
+	unload(&k);
+}
+
+/* Per target, the vector loop calls the vector variant of the width the
+ * schedule chose (no scalarised calls): at most one scalar call per op,
+ * in the remainder (4097 = 1 mod every 2W). */
+static void
+math_vector_calls(void)
+{
+	static const struct {
+		const char *target, *call;
+		int w;
+	} ts[] = {
+	    {"x86_64-skylake-avx512", "callq\t", 16},
+	    {"x86_64-haswell", "callq\t", 8},
+	    {"x86_64", "callq\t", 4},
+	    {"aarch64", "bl\t", 4},
+	};
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+		KcTarget t;
+		KcErr err = {0};
+		G g = {0};
+		K k;
+		KcBuf as = {0};
+		char vec[64], sc[64];
+		OK(kc_target_resolve(ts[i].target, &t, &err) == KC_OK);
+		g_in(&g, "a", "float32", "4097");
+		g_in(&g, "b", "float32", "4097");
+		g_op(&g, "Tanh", "e", "float32", "4097", 1, T("a", "float32", "4097"), NULL, NULL);
+		g_op(&g, "Pow", "p", "float32", "4097", 2, T("e", "float32", "4097"),
+		     T("b", "float32", "4097"), NULL);
+		g_op(&g, "Tanh", "f", "float32", "4097", 1, T("p", "float32", "4097"), NULL, NULL);
+		g_out(&g, "f", "float32", "4097");
+		OK(build(&k, &g, "Fused_Tanh_Pow_Tanh", &t, NULL, false));
+		OK(k.art.ir && kc_ir_to_asm(k.art.ir, k.art.ir_len, &t, &as, &err) == KC_OK);
+		snprintf(vec, sizeof vec, "%skcs.tanh.v%df32\n", ts[i].call, ts[i].w);
+		snprintf(sc, sizeof sc, "%skcs.tanh.f32\n", ts[i].call);
+		OKF(count_str(as.data, vec) >= 2, "%s: %d vector tanh calls", ts[i].target,
+		    count_str(as.data, vec));
+		OKF(count_str(as.data, sc) <= 2, "%s: %d scalar tanh calls", ts[i].target,
+		    count_str(as.data, sc));
+		snprintf(vec, sizeof vec, "%skcs.pow.v%df32\n", ts[i].call, ts[i].w);
+		snprintf(sc, sizeof sc, "%skcs.pow.f32\n", ts[i].call);
+		OKF(count_str(as.data, vec) >= 1, "%s: %d vector pow calls", ts[i].target,
+		    count_str(as.data, vec));
+		OKF(count_str(as.data, sc) <= 1, "%s: %d scalar pow calls", ts[i].target,
+		    count_str(as.data, sc));
+		kc_buf_free(&as);
+		unload(&k);
+	}
+}
+
 static void
 vector_code(void)
 {
@@ -1389,6 +1560,8 @@ main(void)
 	t_sub("copy_and_const_outputs", copy_and_const_outputs);
 	t_sub("math_accuracy", math_accuracy);
 	t_sub("pow_cases", pow_cases);
+	t_sub("math_outlined", math_outlined);
+	t_sub("math_vector_calls", math_vector_calls);
 	t_sub("vector_code", vector_code);
 	t_sub("schedules", schedules);
 	t_sub("aarch64", aarch64);
