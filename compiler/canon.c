@@ -27,17 +27,50 @@ put_type(KcBuf *b, const IrValue *v)
 	kc_buf_puts(b, "]]");
 }
 
-/* Semantic attrs, only when an op has any (none in the elementwise slice;
- * reductions will), so today's forms carry no "attrs" key at all. */
 static void
-put_attrs(KcBuf *b, const IrAttrs *a)
+put_list(KcBuf *b, const char *key, const int64_t *l, int n)
 {
-	if (a->naxis <= 0 && !a->keep_dims)
+	kc_buf_printf(b, "\"%s\":[", key);
+	for (int i = 0; i < n && i < KC_MAX_RANK; i++)
+		kc_buf_printf(b, "%s%" PRId64, i ? "," : "", l[i]);
+	kc_buf_putc(b, ']');
+}
+
+/* Semantic attrs (normalised by the parser: sorted axes, full perm, ...),
+ * keys sorted; ops without any (elementwise, Assign) carry no "attrs" key,
+ * so the forms of the elementwise slice are unchanged. */
+static void
+put_attrs(KcBuf *b, const IrNode *nd)
+{
+	const IrAttrs *a = &nd->attrs;
+
+	switch (ir_op_info[nd->op].kind) {
+	case OPK_REDUCE:
+		kc_buf_puts(b, ",\"attrs\":{");
+		put_list(b, "axis", a->axis, a->naxis);
+		kc_buf_printf(b, ",\"keep_dims\":%s}", a->keep_dims ? "true" : "false");
 		return;
-	kc_buf_puts(b, ",\"attrs\":{\"axis\":[");
-	for (int i = 0; i < a->naxis && i < KC_MAX_RANK; i++)
-		kc_buf_printf(b, "%s%" PRId64, i ? "," : "", a->axis[i]);
-	kc_buf_printf(b, "],\"keep_dims\":%s}", a->keep_dims ? "true" : "false");
+	case OPK_LAYOUT:
+		if (nd->op == IR_OP_EXPAND_DIMS) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "axis", a->axis, a->naxis);
+			kc_buf_putc(b, '}');
+		} else if (nd->op == IR_OP_TRANSPOSE || nd->op == IR_OP_TILE) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, nd->op == IR_OP_TRANSPOSE ? "perm" : "multiples", a->list,
+			         a->nlist);
+			kc_buf_putc(b, '}');
+		} else if (nd->op == IR_OP_STRIDED_SLICE) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "begin", a->begin, a->nlist);
+			kc_buf_printf(b, ",\"shrink_axis_mask\":%u,", a->shrink);
+			put_list(b, "strides", a->strides, a->nlist);
+			kc_buf_putc(b, '}');
+		}
+		return;
+	case OPK_ELEMWISE:
+	case OPK_ASSIGN: return;
+	}
 }
 
 /* A value's canonical reference; canon[] holds node indices (or -1). */
@@ -74,12 +107,24 @@ number_nodes(Arena *a, const IrGraph *g, int *canon, const IrNode **order)
 	const IrNode **stk = ARENA_ARRAY(a, const IrNode *, g->nnodes + 1);
 	int *next = ARENA_ARRAY(a, int, g->nnodes + 1);
 	bool *seen = ARENA_ARRAY(a, bool, g->nnodes + 1);
-	for (int o = 0; o < g->noutputs; o++) {
-		const IrValue *ov = g->outputs[o];
-		if (ov->kind != IRV_OP || seen[ov->def->id])
+	/* roots: the kernel outputs, then in-place writes (whose effect is a
+	 * result even when no output refers to them), in graph order */
+	for (int o = 0; o < g->noutputs + g->nnodes; o++) {
+		const IrNode *root;
+		if (o < g->noutputs) {
+			const IrValue *ov = g->outputs[o];
+			if (ov->kind != IRV_OP)
+				continue;
+			root = ov->def;
+		} else {
+			root = g->nodes[o - g->noutputs];
+			if (ir_op_info[root->op].kind != OPK_ASSIGN)
+				continue;
+		}
+		if (seen[root->id])
 			continue;
-		seen[ov->def->id] = true;
-		stk[sp] = ov->def;
+		seen[root->id] = true;
+		stk[sp] = root;
 		next[sp++] = 0;
 		while (sp > 0) {
 			const IrNode *nd = stk[sp - 1];
@@ -128,7 +173,7 @@ kc_workload(CompileCtx *c, const KcGraph *g, KcWorkload *out)
 			put_ref(&b, nd->in[j], canon);
 		}
 		kc_buf_putc(&b, ']');
-		put_attrs(&b, &nd->attrs);
+		put_attrs(&b, nd);
 		kc_buf_puts(&b, ",\"out\":[");
 		for (int j = 0; j < nd->nout; j++) {
 			if (j)

@@ -53,12 +53,16 @@ struct LnExpr {
 };
 
 /* ---- buffers, loops, stages ---------------------------------------------- */
+/* A buffer: a kernel argument (arg >= 0) or a workspace (arg == -1) that
+ * the entry allocates with rt->alloc (malloc when rt is NULL) before the
+ * first stage and frees after the last one, on every path. */
 typedef struct LnBuf {
 	const char *name;
 	KcDtype dtype;
 	int64_t numel;
-	int arg; /* index into the kernel's args array */
-	bool is_output;
+	int arg;        /* index into the kernel's args array; -1 = workspace */
+	bool is_output; /* a kernel output */
+	bool inplace;   /* a kernel input written by Assign/InplaceAssign */
 } LnBuf;
 
 /* Loop annotations are flags: a single flat loop can be both split among
@@ -86,6 +90,16 @@ typedef struct LnStore {
 
 #define LN_MAX_LOOPS (KC_MAX_RANK + 2)
 
+/* A stage is a perfect loop nest. Injective (nred == 0): every store runs
+ * at every point. Reduction (nred > 0): the last nred loops are reduction
+ * loops, the others spatial; there is one store, whose index uses only the
+ * spatial vars, and its value is combined with red_op (ADD, MUL, MAXIMUM,
+ * MINIMUM; float max/min propagate NaN) over the reduction loops into an
+ * accumulator in the compute type of the store's dtype (float16/bfloat16/
+ * float32 accumulate in f32, float64 in f64, integers in their type),
+ * initialised to red_op's identity and stored after the reduction loops.
+ * Only spatial loops may be parallel. Stages run in order, each its own
+ * parallel region, so a stage may read any buffer an earlier one wrote. */
 typedef struct LnStage {
 	const char *name;
 	int nloops;
@@ -93,6 +107,8 @@ typedef struct LnStage {
 	int nstores;
 	LnStore *stores;
 	int64_t grain; /* elements per task, at least (parallel) */
+	int nred;      /* trailing reduction loops (0: injective) */
+	IrOp red_op;   /* reduction: the combining op */
 } LnStage;
 
 typedef struct LoopNest {
@@ -121,9 +137,12 @@ struct KcSchedule {
 	const char *knobs_json;    /* canonical, in the arena */
 };
 
-/* ---- lower.c: IrGraph -> LoopNest (injective stages) --------------------- */
+/* ---- lower.c: IrGraph -> LoopNest (a sequence of stages) ----------------- */
 /* requires: a parsed, typed IrGraph. */
 KcStatus ln_lower(Arena *a, const IrGraph *g, LoopNest **out, KcErr *err);
+/* How many stages ln_lower makes for g (what a schedule is sized by), and
+ * how many of them are reductions. */
+int ln_count_stages(Arena *a, const IrGraph *g, int *nreduce);
 /* Structural checks: indices in bounds, vars bound, dtypes consistent. */
 KcStatus ln_verify(const LoopNest *ln, const char *pass, KcErr *err);
 /* Index constructors (simplifying). */

@@ -254,7 +254,23 @@ swap_items(cJSON *arr, int i, int j)
 	cJSON_ReplaceItemInArray(arr, j, a);
 }
 
-/* Swap the first adjacent pair of independent ops; false if none. */
+/* The kernel input an Assign/InplaceAssign writes, or "". */
+static const char *
+dst_name(const cJSON *op)
+{
+	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(op, "name");
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(op, "input_desc");
+	if (!cJSON_IsString(nm) || (strcmp(nm->valuestring, "Assign") != 0 &&
+	                            strcmp(nm->valuestring, "InplaceAssign") != 0))
+		return "";
+	const cJSON *t = id && id->child && id->child->child
+	                     ? cJSON_GetObjectItemCaseSensitive(id->child->child, "tensor_name")
+	                     : NULL;
+	return cJSON_IsString(t) ? t->valuestring : "";
+}
+
+/* Swap the first adjacent pair of independent ops (neither reads what the
+ * other writes, in-place writes included); false if none. */
 static bool
 swap_independent(cJSON *j)
 {
@@ -262,7 +278,8 @@ swap_independent(cJSON *j)
 	int n = cJSON_GetArraySize(ops);
 	for (int i = 0; i + 1 < n; i++) {
 		cJSON *a = cJSON_GetArrayItem(ops, i), *b = cJSON_GetArrayItem(ops, i + 1);
-		if (!uses(b, out_name(a))) {
+		if (!uses(b, out_name(a)) && !(*dst_name(a) && uses(b, dst_name(a))) &&
+		    !(*dst_name(b) && uses(a, dst_name(b)))) {
 			cJSON *da = cJSON_Duplicate(a, 1), *db = cJSON_Duplicate(b, 1);
 			cJSON_ReplaceItemInArray(ops, i, db);
 			cJSON_ReplaceItemInArray(ops, i + 1, da);

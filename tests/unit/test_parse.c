@@ -319,7 +319,7 @@ test_ops(void)
 	/* an unsupported op later in the file is reported before other errors */
 	d = base();
 	jset(d, "/op_desc/0/input_desc/0/0/tensor_name", "'nope'");
-	jset(d, "/op_desc/1/name", "'ReduceSum'");
+	jset(d, "/op_desc/1/name", "'MatMul'");
 	expect(d, KC_UNSUPPORTED_OP, "/op_desc/1/name", "unsupported op first");
 	d = base(), jset(d, "/op_desc/0/output_desc/1",
 	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'x'}");
