@@ -213,6 +213,14 @@ def eligibility(desc):
     bad = sorted(dts - SLICE_DTYPES)
     if bad:
         return "dtypes outside the slice: " + ", ".join(bad)
+    fmts = set()
+    for t in desc.get("input_desc") or []:
+        fmts.add(t[0].get("format"))
+    for op in desc["op_desc"]:
+        for t in data_inputs(op) + op["output_desc"]:
+            fmts.add(t.get("format"))
+    if "FRACTAL_NZ" in fmts:
+        return "Ascend FRACTAL_NZ layout (refused with 422)"
     return None
 
 
@@ -315,6 +323,7 @@ def reference(desc, inputs):
         a = args[0] if args else None
         b = args[1] if len(args) > 1 else None
         tie = None
+        view = None  # a layout op or reduction: maps the input's mask too
         with np.errstate(all="ignore"):
             if name in ("Add", "TensorAdd"):
                 r = _f(a) + _f(b)
@@ -396,16 +405,17 @@ def reference(desc, inputs):
                     tuple(range(a.ndim))
                 src = a.astype(np.int64) if a.dtype.kind in "iub" else \
                     a.astype(np.float64)
-                r = REDUCE_OPS[name](src, axis=ax,
-                                     keepdims=bool(at.get("keep_dims")))
+                kd = bool(at.get("keep_dims"))
+                r = REDUCE_OPS[name](src, axis=ax, keepdims=kd)
+                view = lambda m, ax=ax, kd=kd: np.any(m, axis=ax, keepdims=kd)
             elif name == "Transpose":
-                r = np.transpose(a, _ints(op_attrs(op)["perm"]))
+                view = lambda m: np.transpose(m, _ints(op_attrs(op)["perm"]))
             elif name == "ExpandDims":
-                r = np.expand_dims(a, _ints(op_attrs(op)["axis"])[0])
+                view = lambda m: np.expand_dims(m, _ints(op_attrs(op)["axis"])[0])
             elif name == "Tile":
-                r = np.tile(a, _ints(op_attrs(op)["multiples"]))
+                view = lambda m: np.tile(m, _ints(op_attrs(op)["multiples"]))
             elif name == "StridedSlice":
-                r = strided_slice(np.asarray(a), op_attrs(op))
+                view = lambda m: strided_slice(m, op_attrs(op))
             elif name in ("Assign", "InplaceAssign"):
                 dst = data_inputs(op)[0]["tensor_name"]
                 r = args[1] if name == "Assign" else args[2]
@@ -413,6 +423,11 @@ def reference(desc, inputs):
                                         data_inputs(op)[0]["data_type"])
             else:
                 raise ValueError("reference has no op %s" % name)
+        if view is not None:
+            if name not in REDUCE_OPS:
+                r = view(np.asarray(a))
+            masks = [None if mk is None else
+                     view(np.broadcast_to(mk, np.shape(a))) for mk in masks]
         r = as_dtype(_fit(r, oshape), odt)
         m = None
         for mk in masks + [tie]:
