@@ -380,7 +380,8 @@ attr_get(const OpAttrs *oa, const char *name, const char **where)
 {
 	for (size_t i = 0; i < NKNOWN; i++)
 		if (strcmp(name, known_attrs[i]) == 0) {
-			*where = oa->where[i];
+			if (oa->val[i])
+				*where = oa->where[i];
 			return oa->val[i];
 		}
 	KC_ASSERT(0 && "attr not in known_attrs");
