@@ -60,6 +60,14 @@ put_attrs(KcBuf *b, const IrNode *nd)
 			put_list(b, nd->op == IR_OP_TRANSPOSE ? "perm" : "multiples", a->list,
 			         a->nlist);
 			kc_buf_putc(b, '}');
+		} else if (nd->op == IR_OP_ONE_HOT) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "axis", a->axis, a->naxis);
+			kc_buf_printf(b, ",\"depth\":%" PRId64 "}", a->list[0]);
+		} else if (nd->op == IR_OP_GATHER || nd->op == IR_OP_CONCAT) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "axis", a->axis, a->naxis);
+			kc_buf_putc(b, '}');
 		} else if (nd->op == IR_OP_STRIDED_SLICE) {
 			kc_buf_puts(b, ",\"attrs\":{");
 			put_list(b, "begin", a->begin, a->nlist);

@@ -252,12 +252,34 @@ elem_ptr(Em *E, int buf, const LnIdx *idx)
 	                             "");
 }
 
-/* Loads buf[idx] and widens it to its compute type. */
+static LLVMValueRef emit_expr(Em *E, const LnExpr *e);
+
+/* Loads buf[idx] (plus the clamped data-dependent offset of a Gather) and
+ * widens it to its compute type. An index outside [0, extent) reads the
+ * nearest row: out-of-range Gather indices are clamped. */
 static LLVMValueRef
 emit_load(Em *E, const LnExpr *e)
 {
 	KcDtype dt = E->ln->bufs[e->buf].dtype;
-	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), elem_ptr(E, e->buf, e->idx), "");
+	LLVMValueRef p = elem_ptr(E, e->buf, e->idx);
+	if (e->dyn) {
+		LLVMBuilderRef b = E->b;
+		LLVMValueRef d = emit_expr(E, e->dyn);
+		if (!d)
+			return NULL;
+		unsigned w = LLVMGetIntTypeWidth(LLVMTypeOf(d));
+		if (w < 64)
+			d = is_signed(e->dyn->dtype) ? LLVMBuildSExt(b, d, E->i64, "")
+			                             : LLVMBuildZExt(b, d, E->i64, "");
+		LLVMValueRef zero = LLVMConstInt(E->i64, 0, 0);
+		LLVMValueRef hi = LLVMConstInt(E->i64, (unsigned long long)(e->dyn_extent - 1), 0);
+		if (is_signed(e->dyn->dtype))
+			d = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, d, zero, ""), zero, d, "");
+		d = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, d, hi, ""), hi, d, "");
+		d = LLVMBuildMul(b, d, LLVMConstInt(E->i64, (unsigned long long)e->dyn_stride, 0), "");
+		p = LLVMBuildInBoundsGEP2(b, stype(E, dt), p, &d, 1, "");
+	}
+	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), p, "");
 
 	LLVMSetAlignment(v, (unsigned)kc_dtype_info[dt].bytes);
 	if (dt == KC_DT_BOOL)
@@ -331,8 +353,6 @@ cmp(Em *E, KcDtype dt, LLVMRealPredicate fp, LLVMIntPredicate sp, LLVMIntPredica
 		return LLVMBuildFCmp(E->b, fp, a, c, "");
 	return LLVMBuildICmp(E->b, is_signed(dt) ? sp : up, a, c, "");
 }
-
-static LLVMValueRef emit_expr(Em *E, const LnExpr *e);
 
 /* Refuses a float-only op on another dtype. */
 static LLVMValueRef
@@ -467,6 +487,9 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 	case IR_OP_REDUCE_PROD:
 	case IR_OP_ASSIGN:
 	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(!"layout op in a loop body");
@@ -488,7 +511,15 @@ emit_expr(Em *E, const LnExpr *e)
 		else
 			v = LLVMConstInt(ctype(E, e->dtype), (unsigned long long)e->ival, 1);
 		break;
-	case LNE_LOAD: v = emit_load(E, e); break;
+	case LNE_LOAD:
+		if (!(v = emit_load(E, e)))
+			return NULL;
+		break;
+	case LNE_INDEX:
+		v = emit_idx(E, e->idx);
+		if (LLVMGetIntTypeWidth(ctype(E, e->dtype)) < 64)
+			v = LLVMBuildTrunc(E->b, v, ctype(E, e->dtype), "");
+		break;
 	case LNE_OP:
 		for (int i = 0; i < e->nargs; i++)
 			if (!(a[i] = emit_expr(E, e->args[i])))

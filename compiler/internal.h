@@ -101,7 +101,11 @@ typedef struct IrValue {
  *   Tile        list = multiples, one per output dim
  *   StridedSlice begin/strides per input dim (normalised: in range,
  *               strides >= 1), shrink = shrink_axis_mask (those dims are
- *               dropped from the output; begin is the index read) */
+ *               dropped from the output; begin is the index read)
+ *   OneHot      axis[0] = the new dim's position in the output, list[0] =
+ *               depth
+ *   Gather      axis[0] in [0, rank of params)
+ *   Concat      axis[0] in [0, rank) */
 typedef struct IrAttrs {
 	int naxis;
 	int64_t axis[KC_MAX_RANK];

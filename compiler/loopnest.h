@@ -33,7 +33,7 @@ struct LnIdx {
 };
 
 /* ---- value expressions -------------------------------------------------- */
-typedef enum LnExprKind { LNE_CONST, LNE_LOAD, LNE_OP } LnExprKind;
+typedef enum LnExprKind { LNE_CONST, LNE_LOAD, LNE_OP, LNE_INDEX } LnExprKind;
 
 typedef struct LnExpr LnExpr;
 struct LnExpr {
@@ -43,9 +43,14 @@ struct LnExpr {
 	/* CONST */
 	double fval;
 	int64_t ival;
-	/* LOAD */
+	/* LOAD: buf[idx], or, when dyn is set (a data-dependent load: Gather),
+	 * buf[idx + clamp(dyn, 0, dyn_extent - 1) * dyn_stride] where dyn is an
+	 * integer expression. INDEX: the value of idx as dtype (an integer;
+	 * OneHot compares with it). */
 	int buf;
 	LnIdx *idx;
+	struct LnExpr *dyn;
+	int64_t dyn_stride, dyn_extent;
 	/* OP: an elementwise IrOp (never a layout op), incl. CAST and SELECT */
 	IrOp op;
 	int nargs;

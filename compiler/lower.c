@@ -500,12 +500,66 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 		LnExpr *e = value_at(L, nd->in[nd->op == IR_OP_ASSIGN ? 1 : 2], idx);
 		return e ? coerce(ln, e, v->dtype) : NULL;
 	}
+	case IR_OP_ONE_HOT: {
+		/* indices[idx without the new dim] == idx[axis] ? on : off */
+		const IrValue *ix = nd->in[0];
+		int ax = (int)nd->attrs.axis[0];
+		for (int k = 0, q = 0; k < v->rank; k++)
+			if (k != ax)
+				j[q++] = idx[k];
+		if (ix->rank == 1 && v->rank == 1) /* indices [1], a depth-only output */
+			j[0] = ln_idx_const(ln, 0);
+		LnExpr *c[3];
+		c[0] = value_at(L, ix, j);
+		if (!c[0])
+			return NULL;
+		c[1] = expr_new(ln, LNE_INDEX, ix->dtype);
+		c[1]->idx = idx[ax];
+		c[0] = expr_op(ln, IR_OP_EQUAL, KC_DT_BOOL, 2, c);
+		c[1] = operand_at(L, v, nd->in[1], idx);
+		c[2] = operand_at(L, v, nd->in[2], idx);
+		if (!c[1] || !c[2])
+			return NULL;
+		c[1] = coerce(ln, c[1], v->dtype);
+		c[2] = coerce(ln, c[2], v->dtype);
+		return expr_op(ln, IR_OP_SELECT, v->dtype, 3, c);
+	}
+	case IR_OP_GATHER: {
+		/* params[idx[:ax], clamp(indices[idx[ax:ax+ri]]), idx[ax+ri:]] */
+		const IrValue *pa = nd->in[0], *ix = nd->in[1];
+		int ax = (int)nd->attrs.axis[0], ri = ix->rank;
+		LnIdx *jj[KC_MAX_RANK];
+		int64_t stride = 1;
+		for (int d = 0; d < ri; d++)
+			jj[d] = idx[ax + d];
+		LnExpr *iv = value_at(L, ix, jj);
+		if (!iv)
+			return NULL;
+		for (int d = 0; d < pa->rank; d++) {
+			j[d] = d < ax ? idx[d] : d == ax ? ln_idx_const(ln, 0) : idx[d - 1 + ri];
+			if (d > ax)
+				stride *= pa->shape[d];
+		}
+		int buf = pa->kind == IRV_INPUT ? pa->input_index : L->matbuf[pa->id];
+		if (buf < 0) {
+			kc_fail(L->err, KC_CODEGEN, "lower", "Gather params are not in a buffer");
+			return NULL;
+		}
+		LnExpr *e = expr_new(ln, LNE_LOAD, pa->dtype);
+		e->buf = buf;
+		e->idx = linearize(ln, j, pa->shape, pa->rank);
+		e->dyn = iv;
+		e->dyn_stride = stride;
+		e->dyn_extent = pa->shape[ax];
+		return coerce(ln, e, v->dtype);
+	}
+	case IR_OP_CONCAT:
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD:
-		kc_fail(L->err, KC_CODEGEN, "lower", "reduction %s was not materialised",
-		        v->tensor_name ? v->tensor_name : "?");
+		kc_fail(L->err, KC_CODEGEN, "lower", "%s result %s was not materialised",
+		        ir_op_info[nd->op].name, v->tensor_name ? v->tensor_name : "?");
 		return NULL;
 	case IR_OP_EXPAND_DIMS:
 	case IR_OP_RESHAPE: {
@@ -678,10 +732,12 @@ collect_loads(LnExpr *e, bool *seen, IdxRef *refs, int *n, int cap)
 	if (seen[e->id])
 		return;
 	seen[e->id] = true;
-	if (e->kind == LNE_LOAD) {
+	if (e->kind == LNE_LOAD || e->kind == LNE_INDEX) {
 		KC_ASSERT(*n < cap);
 		refs[(*n)++].slot = &e->idx;
 	}
+	if (e->kind == LNE_LOAD && e->dyn)
+		collect_loads(e->dyn, seen, refs, n, cap);
 	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
 			collect_loads(e->args[i], seen, refs, n, cap);
@@ -794,9 +850,15 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 			if (nd->in[1]->kind == IRV_OP)
 				P->mat[nd->in[1]->id] = true;
 		}
+		/* Concat: one stage per piece; Gather loads from a buffer */
+		if (nd->op == IR_OP_CONCAT)
+			P->mat[nd->out[0]->id] = true;
+		if (nd->op == IR_OP_GATHER && nd->in[0]->kind == IRV_OP)
+			P->mat[nd->in[0]->id] = true;
 	}
 	for (int v = 0; v < g->nvalues; v++)
-		P->nmat += P->mat[v];
+		if (P->mat[v])
+			P->nmat += g->values[v]->def->op == IR_OP_CONCAT ? g->values[v]->def->nin : 1;
 	/* the other outputs: one stage per shape, in order of first appearance */
 	for (int o = 0; o < g->noutputs; o++) {
 		const IrValue *v = g->outputs[o];
@@ -906,6 +968,9 @@ red_combine(IrOp op)
 	case IR_OP_STRIDED_SLICE:
 	case IR_OP_ASSIGN:
 	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(0 && "not a reduction");
@@ -1028,6 +1093,30 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 		LnIdx *idx[KC_MAX_RANK];
 		if (!P.mat[v->id])
 			continue;
+		if (nd->op == IR_OP_CONCAT) {
+			/* piece k writes its slab of the result at its offset */
+			int ax = (int)nd->attrs.axis[0];
+			int64_t off = 0;
+			for (int k = 0; k < nd->nin; k++) {
+				const IrValue *u = nd->in[k];
+				LnStage *st = stage_new(&L, s++);
+				shape_loops(ln, st, u, idx);
+				LnIdx *saved = idx[ax];
+				idx[ax] = ln_idx_add(ln, idx[ax], ln_idx_const(ln, off));
+				st->stores = ARENA_ARRAY(ar, LnStore, 1);
+				st->nstores = 1;
+				st->stores[0].buf = L.matbuf[v->id];
+				st->stores[0].idx = linearize(ln, idx, v->shape, v->rank);
+				idx[ax] = saved;
+				LnExpr *e = value_at(&L, u, idx);
+				if (!e)
+					return err->status;
+				st->stores[0].value = coerce(ln, e, v->dtype);
+				collapse(ln, st);
+				off += u->shape[ax];
+			}
+			continue;
+		}
 		LnStage *st = stage_new(&L, s++);
 		L.self = v;
 		if (ir_op_info[nd->op].kind == OPK_REDUCE) {
@@ -1120,6 +1209,12 @@ verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *
 {
 	switch (e->kind) {
 	case LNE_CONST: return KC_OK;
+	case LNE_INDEX:
+		if (!idx_vars_bound(e->idx, bound))
+			return kc_fail(err, KC_CODEGEN, pass, "index value uses an unbound var");
+		if (kc_dtype_info[e->dtype].cls != DTC_INT && kc_dtype_info[e->dtype].cls != DTC_UINT)
+			return kc_fail(err, KC_CODEGEN, pass, "index value is not an integer");
+		return KC_OK;
 	case LNE_LOAD:
 		if (e->buf < 0 || e->buf >= ln->nbufs)
 			return kc_fail(err, KC_CODEGEN, pass, "load from bad buffer %d", e->buf);
@@ -1130,9 +1225,17 @@ verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *
 			return kc_fail(err, KC_CODEGEN, pass, "load dtype mismatch on %d", e->buf);
 		if (!idx_vars_bound(e->idx, bound))
 			return kc_fail(err, KC_CODEGEN, pass, "load index uses an unbound var");
-		if (ln_idx_max(ln, e->idx) >= ln->bufs[e->buf].numel)
+		if (ln_idx_max(ln, e->idx) +
+		        (e->dyn ? (e->dyn_extent - 1) * e->dyn_stride : 0) >=
+		    ln->bufs[e->buf].numel)
 			return kc_fail(err, KC_CODEGEN, pass, "load out of bounds of buffer %d",
 			               e->buf);
+		if (e->dyn) {
+			KcDtypeClass c = kc_dtype_info[e->dyn->dtype].cls;
+			if ((c != DTC_INT && c != DTC_UINT) || e->dyn_extent < 1 || e->dyn_stride < 1)
+				return kc_fail(err, KC_CODEGEN, pass, "bad data-dependent load");
+			return verify_expr(ln, e->dyn, bound, written, pass, err);
+		}
 		return KC_OK;
 	case LNE_OP:
 		for (int i = 0; i < e->nargs; i++)

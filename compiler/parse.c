@@ -43,7 +43,7 @@ typedef struct Parser {
 /* clang-format off */
 static const char *const later_ops[] = {
 	"MatMul", "BatchMatMul", "ReduceMean", "Argmax", "Argmin", "AssignAdd",
-	"Concat", "OneHot", "StridedSliceV2", "Conv2D", "Gather", "GatherNd",
+	"StridedSliceV2", "Conv2D", "GatherNd",
 	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "ElemAny", "ElemAll", "CumSum", "CumProd", "Complex",
 	"CReal", "CImag", "Pool2D", "PadAkg", "UnPadAkg", "TransData",
 	"LayoutTransform", "EquivFormat", "StandardNormal", "Asinh", "Acosh", "Sin",
@@ -344,7 +344,7 @@ same_shape(const IrValue *a, const IrValue *b)
 /* The attrs some op reads; every other name is noise. */
 /* clang-format off */
 static const char *const known_attrs[] = {
-	"axis", "keep_dims", "perm", "multiples", "begin", "end", "strides",
+	"axis", "keep_dims", "perm", "multiples", "begin", "end", "strides", "depth",
 	"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask",
 };
 /* clang-format on */
@@ -691,6 +691,92 @@ infer_struct(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD: return infer_reduce(p, nd, oa, w_in);
 	case IR_OP_STRIDED_SLICE: return infer_slice(p, nd, oa, w_in);
+	case IR_OP_ONE_HOT: {
+		const cJSON *dj = attr_get(oa, "depth", &w);
+		int64_t depth, ax;
+		if (!dj || !int_attr(dj, 0, &depth) || depth < 1 || depth > 0x1p31)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "OneHot needs an int depth >= 1");
+		w = w_in;
+		if (!int_attr(attr_get(oa, "axis", &w), -1, &ax) || ax < -1 || ax > r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "OneHot axis must be -1..%d", r);
+		if (kc_dtype_info[in[0]->dtype].cls != DTC_INT &&
+		    kc_dtype_info[in[0]->dtype].cls != DTC_UINT)
+			return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in,
+			               "OneHot indices must be integers, not %s",
+			               kc_dtype_info[in[0]->dtype].name);
+		if (in[1]->numel != 1 || in[2]->numel != 1)
+			return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+			               "OneHot on_value and off_value are scalars");
+		if ((st = unify(p, in[1], in[2], w_in)) != KC_OK)
+			return st;
+		if (r + 1 > KC_MAX_RANK)
+			return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d", KC_MAX_RANK);
+		ax = ax < 0 ? r : ax;
+		at->naxis = 1;
+		at->axis[0] = ax;
+		at->nlist = 1;
+		at->list[0] = depth;
+		for (int d = 0, q = 0; d <= r; d++)
+			shape[d] = d == ax ? depth : in[0]->shape[q++];
+		out->dtype = in[1]->dtype;
+		set_shape(out, shape, r + 1);
+		return KC_OK;
+	}
+	case IR_OP_GATHER: {
+		int64_t ax;
+		const IrValue *ix = in[1];
+		if (!int_attr(attr_get(oa, "axis", &w), 0, &ax) || ax < -r || ax >= r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "Gather axis must be in -%d..%d", r,
+			               r - 1);
+		if (ix->dtype != KC_DT_INT32 && ix->dtype != KC_DT_INT64)
+			return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in,
+			               "Gather indices must be int32 or int64, not %s",
+			               kc_dtype_info[ix->dtype].name);
+		if (in[0]->kind == IRV_CONST)
+			return kc_fail(p->err, KC_UNSUPPORTED, w_in, "Gather from a constant");
+		ax = ax < 0 ? ax + r : ax;
+		if (r - 1 + ix->rank > KC_MAX_RANK)
+			return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d", KC_MAX_RANK);
+		at->naxis = 1;
+		at->axis[0] = ax;
+		int q = 0;
+		for (int d = 0; d < ax; d++)
+			shape[q++] = in[0]->shape[d];
+		for (int d = 0; d < ix->rank; d++)
+			shape[q++] = ix->shape[d];
+		for (int d = (int)ax + 1; d < r; d++)
+			shape[q++] = in[0]->shape[d];
+		out->dtype = in[0]->dtype;
+		set_shape(out, shape, q);
+		return KC_OK;
+	}
+	case IR_OP_CONCAT: {
+		int64_t ax;
+		if (!int_attr(attr_get(oa, "axis", &w), 0, &ax) || ax < -r || ax >= r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "Concat axis must be in -%d..%d", r,
+			               r - 1);
+		ax = ax < 0 ? ax + r : ax;
+		memcpy(shape, in[0]->shape, sizeof shape);
+		shape[ax] = 0;
+		for (int k = 0; k < nd->nin; k++) {
+			const IrValue *u = in[k];
+			if (u->dtype != in[0]->dtype || u->rank != r)
+				return kc_fail(p->err, KC_BAD_GRAPH, w_in,
+				               "Concat pieces differ in dtype or rank");
+			for (int d = 0; d < r; d++)
+				if (d != ax && u->shape[d] != in[0]->shape[d])
+					return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+					               "Concat pieces differ off the axis (dim %d)", d);
+			if (shape[ax] > INT64_MAX / 2 - u->shape[ax])
+				return kc_fail(p->err, KC_BAD_SHAPE, w_in, "Concat is too large");
+			shape[ax] += u->shape[ax];
+		}
+		at->naxis = 1;
+		at->axis[0] = ax;
+		out->dtype = in[0]->dtype;
+		set_shape(out, shape, r);
+		return KC_OK;
+	}
 	case IR_OP_EXPAND_DIMS: {
 		const cJSON *ax = attr_get(oa, "axis", &w);
 		if (!ax || !int_list(ax, l, &n) || n < 1)
@@ -901,7 +987,10 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD:
 	case IR_OP_ASSIGN:
-	case IR_OP_INPLACE_ASSIGN: return infer_struct(p, nd, oa, w_in);
+	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT: return infer_struct(p, nd, oa, w_in);
 	case IR_OP_COUNT: KC_ASSERT(0 && "bad op"); break;
 	}
 
@@ -943,7 +1032,7 @@ new_node(Parser *p, IrOp op, int json_index)
 	IrNode *nd = ARENA_NEW(p->a, IrNode);
 	nd->op = op;
 	nd->json_index = json_index;
-	nd->in = ARENA_ARRAY(p->a, IrValue *, ir_op_info[op].arity);
+	nd->in = ARENA_ARRAY(p->a, IrValue *, ir_op_info[op].arity > 0 ? ir_op_info[op].arity : 1);
 	nd->nout = 1;
 	nd->out = ARENA_ARRAY(p->a, IrValue *, 1);
 	IrValue *v = new_value(p, IRV_OP);
@@ -1007,14 +1096,18 @@ attr_input(IrOp op)
 /* v2 trailing value inputs that become attrs, in order (akg-format 4.3):
  * the names, or NULL for ops without any. */
 static const char *const *
-attr_inputs(IrOp op, int *n)
+attr_inputs(IrOp op, int *n, int *first)
 {
 	static const char *const axis[] = {"axis"}, *const perm[] = {"perm"};
-	static const char *const mult[] = {"multiples"};
+	static const char *const mult[] = {"multiples"}, *const depth[] = {"depth"};
 	static const char *const slice[] = {"begin", "end", "strides"};
 
 	*n = 1;
+	*first = ir_op_info[op].arity; /* trailing, except OneHot's depth */
 	switch (op) {
+	case IR_OP_ONE_HOT: *first = 1; return depth;
+	case IR_OP_GATHER: return axis;
+	case IR_OP_CONCAT: break;
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
@@ -1114,25 +1207,45 @@ parse_op(Parser *p, const cJSON *o, int i)
 		if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) < 1)
 			return kc_fail(p->err, KC_BAD_GRAPH, wk,
 			               "each input is a list of one tensor");
-		if (cJSON_GetArraySize(e) > 1)
+		if (cJSON_GetArraySize(e) > 1 && op != IR_OP_CONCAT)
 			return kc_fail(p->err, KC_UNSUPPORTED, wk,
 			               "tuple (dynamic) inputs are not supported yet (%s)",
 			               oi->name);
 	}
-	int pop = attr_input(op), nvin = 0;
-	const char *const *vin = attr_inputs(op, &nvin);
+	int pop = attr_input(op), nvin = 0, vfirst = 0;
+	const char *const *vin = attr_inputs(op, &nvin, &vfirst);
 	if (pop < 0 || n != oi->arity + 1)
 		pop = -1;
-	if (n != oi->arity && pop < 0 && !(vin && n == oi->arity + nvin))
+	if (vin && n != oi->arity + nvin)
+		vin = NULL;
+	if (op == IR_OP_CONCAT) {
+		/* one dynamic input: a list of the pieces */
+		if (n != 1)
+			return kc_fail(p->err, KC_BAD_GRAPH, wi,
+			               "Concat takes one input list of tensors, got %d lists", n);
+		n = cJSON_GetArraySize(id->child);
+	} else if (n != oi->arity && pop < 0 && !vin) {
 		return kc_fail(p->err, KC_BAD_GRAPH, wi, "%s takes %d inputs, got %d", oi->name,
 		               oi->arity, n);
+	}
 
 	IrNode *nd = new_node(p, op, i);
+	if (op == IR_OP_CONCAT)
+		nd->in = ARENA_ARRAY(p->a, IrValue *, n);
 	k = 0;
-	for (const cJSON *e = id->child; e; e = e->next, k++) {
+	const cJSON *e = op == IR_OP_CONCAT ? id->child->child : id->child;
+	for (; e; e = e->next, k++) {
 		char wk[PTR_MAX];
-		subptr(wk, "%s/input_desc/%d/0", w, k);
 		const cJSON *d = e->child;
+		if (op == IR_OP_CONCAT) {
+			subptr(wk, "%s/input_desc/0/%d", w, k);
+			d = e;
+			if (cJSON_GetObjectItemCaseSensitive(d, "value"))
+				return kc_fail(p->err, KC_UNSUPPORTED, wk,
+				               "Concat pieces must be tensors, not constants");
+		} else {
+			subptr(wk, "%s/input_desc/%d/0", w, k);
+		}
 		const cJSON *val = cJSON_GetObjectItemCaseSensitive(d, "value");
 		if (k == pop) {
 			/* the v2 attr input: check it agrees with the output */
@@ -1152,7 +1265,7 @@ parse_op(Parser *p, const cJSON *o, int i)
 				               op == IR_OP_CAST ? "dst_type" : "shape");
 			continue;
 		}
-		if (vin && k >= oi->arity) {
+		if (vin && k >= vfirst && k < vfirst + nvin) {
 			/* a v2 value input that is an attr (axis, perm, begin, ...) */
 			char wv[PTR_MAX];
 			subptr(wv, "%s/value", wk);
@@ -1160,7 +1273,7 @@ parse_op(Parser *p, const cJSON *o, int i)
 				return kc_fail(p->err, KC_BAD_GRAPH, wk,
 				               "%s input %d must carry a constant \"value\"",
 				               oi->name, k);
-			note_attr(&oa, vin[k - oi->arity], val, wv);
+			note_attr(&oa, vin[k - vfirst], val, wv);
 			continue;
 		}
 		IrValue tmp = {0};
@@ -1201,7 +1314,7 @@ parse_op(Parser *p, const cJSON *o, int i)
 		v->nuses++;
 		nd->in[nd->nin++] = v;
 	}
-	KC_ASSERT(nd->nin == oi->arity);
+	KC_ASSERT(nd->nin == (op == IR_OP_CONCAT ? n : oi->arity));
 
 	/* attrs that restate the output */
 	if (oa.dst_type && op == IR_OP_CAST && !dst_type_matches(oa.dst_type, decl.dtype))

@@ -57,6 +57,8 @@ print_expr(const LnExpr *e, bool *done, KcBuf *out)
 	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
 			print_expr(e->args[i], done, out);
+	if (e->kind == LNE_LOAD && e->dyn)
+		print_expr(e->dyn, done, out);
 	kc_buf_printf(out, "      %%%d = ", e->id);
 	switch (e->kind) {
 	case LNE_CONST:
@@ -68,7 +70,14 @@ print_expr(const LnExpr *e, bool *done, KcBuf *out)
 	case LNE_LOAD:
 		kc_buf_printf(out, "load b%d[", e->buf);
 		ln_idx_print(e->idx, out);
+		if (e->dyn)
+			kc_buf_printf(out, " + clamp(%%%d, 0, %lld) * %lld", e->dyn->id,
+			              (long long)e->dyn_extent - 1, (long long)e->dyn_stride);
 		kc_buf_putc(out, ']');
+		break;
+	case LNE_INDEX:
+		kc_buf_puts(out, "index ");
+		ln_idx_print(e->idx, out);
 		break;
 	case LNE_OP:
 		kc_buf_puts(out, ir_op_info[e->op].name);

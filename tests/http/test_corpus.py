@@ -48,7 +48,7 @@ Abs Exp Log Sqrt Rsqrt Reciprocal Tanh Erf Square Floor Round Sign Greater
 GreaterEqual Less LessEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot
 IsNan IsInf IsFinite Select Cast BroadcastTo Reshape ReduceSum ReduceMax
 ReduceMin ReduceProd Transpose ExpandDims Tile StridedSlice Assign
-InplaceAssign""".split())
+InplaceAssign OneHot Gather Concat""".split())
 SLICE_DTYPES = {"float32", "float16", "int32", "bool"}
 # Ops whose inputs after the first are attributes (v2 value inputs).
 ATTR_TAIL_OPS = {"Cast", "Reshape", "BroadcastTo", "ReduceSum", "ReduceMax",
@@ -60,6 +60,8 @@ ATTR_TAIL_NAMES = {"ReduceSum": ["axis"], "ReduceMax": ["axis"],
                    "Transpose": ["perm"], "ExpandDims": ["axis"],
                    "Tile": ["multiples"],
                    "StridedSlice": ["begin", "end", "strides"]}
+# v2 value inputs that are attrs at other positions.
+ATTR_POS = {"OneHot": {1: "depth"}, "Gather": {2: "axis"}}
 REDUCE_OPS = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
               "ReduceProd": np.prod}
 COMPARE_OPS = {"Greater", "GreaterEqual", "Less", "LessEqual", "Equal",
@@ -151,8 +153,12 @@ def corpus_files(corpus):
 def data_inputs(op):
     """The op's tensor operands (attr-like v2 value inputs dropped)."""
     ins = [lst[0] for lst in (op.get("input_desc") or []) if lst]
+    if op["name"] == "Concat":  # one dynamic input: the list of pieces
+        ins = list(op["input_desc"][0])
     if op["name"] in ATTR_TAIL_OPS:
         ins = ins[:1]
+    if op["name"] in ATTR_POS and len(ins) > max(ATTR_POS[op["name"]]):
+        ins = [t for i, t in enumerate(ins) if i not in ATTR_POS[op["name"]]]
     return [t for t in ins if not isinstance(t.get("value"), list)]
 
 
@@ -170,6 +176,9 @@ def op_attrs(op):
     for name, t in zip(ATTR_TAIL_NAMES.get(op["name"], []), ins[1:]):
         if "value" in t:
             res[name] = t["value"]
+    for i, name in ATTR_POS.get(op["name"], {}).items():
+        if i < len(ins) and "value" in ins[i]:
+            res[name] = ins[i]["value"]
     return res
 
 
@@ -416,6 +425,24 @@ def reference(desc, inputs):
                 view = lambda m: np.tile(m, _ints(op_attrs(op)["multiples"]))
             elif name == "StridedSlice":
                 view = lambda m: strided_slice(m, op_attrs(op))
+            elif name == "OneHot":
+                at = op_attrs(op)
+                depth = _ints(at["depth"])[0]
+                ax = int(at.get("axis", -1) if at.get("axis") is not None else -1)
+                ind = np.asarray(a).astype(np.int64)
+                ax = ind.ndim if ax < 0 else ax
+                pos = np.arange(depth).reshape([depth] + [1] * (ind.ndim - ax))
+                r = np.where(np.expand_dims(ind, ax) == pos, _f(args[1]).reshape(()),
+                             _f(args[2]).reshape(()))
+            elif name == "Gather":
+                ax = _ints(op_attrs(op).get("axis", 0))[0]
+                a = np.asarray(a)
+                ax = ax % a.ndim
+                ind = np.clip(np.asarray(b).astype(np.int64), 0, a.shape[ax] - 1)
+                r = np.take(a, ind, axis=ax)
+            elif name == "Concat":
+                ax = _ints(op_attrs(op).get("axis", 0))[0]
+                r = np.concatenate([np.asarray(x) for x in args], axis=ax)
             elif name in ("Assign", "InplaceAssign"):
                 dst = data_inputs(op)[0]["tensor_name"]
                 r = args[1] if name == "Assign" else args[2]
