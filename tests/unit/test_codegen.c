@@ -142,12 +142,11 @@ g_out(G *g, const char *name, const char *dt, const char *shape)
 	snprintf(g->outs + n, sizeof g->outs - n, "%s%s", n ? "," : "", T(name, dt, shape));
 }
 
-/* op with attrs (JSON text): name, attrs, out tensor, dtype, shape, operands... */
+/* op with attrs (JSON text) and nin operands in[] */
 static void
-g_opa(G *g, const char *op, const char *attr, const char *out, const char *dt, const char *shape,
-      int nin, const char *a, const char *b, const char *c)
+g_opn(G *g, const char *op, const char *attr, const char *out, const char *dt, const char *shape,
+      int nin, const char *const *in)
 {
-	const char *in[3] = {a, b, c};
 	size_t n = strlen(g->ops);
 	n += (size_t)snprintf(g->ops + n, sizeof g->ops - n,
 	                      "%s{\"attr\":%s,\"impl_path\":\"\",\"name\":\"%s\",\"input_desc\":[",
@@ -155,6 +154,15 @@ g_opa(G *g, const char *op, const char *attr, const char *out, const char *dt, c
 	for (int i = 0; i < nin; i++)
 		n += (size_t)snprintf(g->ops + n, sizeof g->ops - n, "%s[%s]", i ? "," : "", in[i]);
 	snprintf(g->ops + n, sizeof g->ops - n, "],\"output_desc\":[%s]}", T(out, dt, shape));
+}
+
+/* op with attrs (JSON text): name, attrs, out tensor, dtype, shape, operands... */
+static void
+g_opa(G *g, const char *op, const char *attr, const char *out, const char *dt, const char *shape,
+      int nin, const char *a, const char *b, const char *c)
+{
+	const char *in[3] = {a, b, c};
+	g_opn(g, op, attr, out, dt, shape, nin, in);
 }
 
 /* op(name, out tensor, out dtype, out shape, operands...) */
@@ -1846,6 +1854,76 @@ assign_in_place(void)
 	}
 }
 
+/* OneHot (index compare), Gather (clamped data-dependent load) and Concat
+ * (one stage per piece), feeding elementwise ops and a reduction. */
+static void
+index_ops(void)
+{
+	G g = {0};
+	K k;
+	g_in(&g, "ind", "int32", "7");
+	g_in(&g, "par", "float32", "5,3");
+	g_in(&g, "gi", "int64", "2,2");
+	g_in(&g, "c0", "float32", "2,3");
+	g_in(&g, "c1", "float32", "1,3");
+	{
+		const char *in[4] = {
+		    T("ind", "int32", "7"),
+		    "{\"data_type\":\"int64\",\"shape\":[1],\"tensor_name\":\"d\",\"value\":4}",
+		    C("2.5", "float32"), C("-1", "float32")};
+		g_opn(&g, "OneHot", "[{\"name\":\"axis\",\"value\":-1}]", "oh", "float32", "7,4", 4,
+		      in);
+	}
+	g_op(&g, "Mul", "pm", "float32", "5,3", 2, T("par", "float32", "5,3"), C("2", "float32"),
+	     NULL);
+	g_opa(&g, "Gather", "{\"axis\":0}", "ga", "float32", "2,2,3", 2, T("pm", "float32", "5,3"),
+	      T("gi", "int64", "2,2"), NULL);
+	g_opa(&g, "Concat", "{\"axis\":-2}", "cc", "float32", "3,3", 1,
+	      "{\"data_type\":\"float32\",\"shape\":[2,3],\"tensor_name\":\"c0\"},"
+	      "{\"data_type\":\"float32\",\"shape\":[1,3],\"tensor_name\":\"c1\"}",
+	      NULL, NULL);
+	g_opa(&g, "ReduceSum", "{\"axis\":[0]}", "cs", "float32", "3", 1, T("cc", "float32", "3,3"),
+	      NULL, NULL);
+	g_out(&g, "oh", "float32", "7,4");
+	g_out(&g, "ga", "float32", "2,2,3");
+	g_out(&g, "cc", "float32", "3,3");
+	g_out(&g, "cs", "float32", "3");
+	OK(build(&k, &g, "Fused_Index", &host, NULL, true));
+	if (!k.fn) {
+		unload(&k);
+		return;
+	}
+	int32_t ind[7] = {0, 3, -1, 4, 2, 1, 3};
+	float par[15], c0[6], c1[3];
+	int64_t gi[4] = {4, 0, -3, 9}; /* out of range: clamped */
+	for (int i = 0; i < 15; i++)
+		par[i] = (float)i;
+	for (int i = 0; i < 6; i++)
+		c0[i] = (float)(10 + i);
+	for (int i = 0; i < 3; i++)
+		c1[i] = (float)(20 + i);
+	float oh[28], ga[12], cc[9], cs[3], oh2[28], ga2[12], cc2[9], cs2[3];
+	void *args[] = {ind, par, gi, c0, c1, oh, ga, cc, cs};
+	void *o2[] = {oh2, ga2, cc2, cs2};
+	size_t ob[] = {sizeof oh, sizeof ga, sizeof cc, sizeof cs};
+	OK(run2(&k, args, 5, o2, ob, 4));
+	int bad = 0;
+	for (int i = 0; i < 7; i++)
+		for (int d = 0; d < 4; d++)
+			bad += oh[i * 4 + d] != (ind[i] == d ? 2.5f : -1.0f);
+	for (int i = 0; i < 4; i++) {
+		int64_t r = gi[i] < 0 ? 0 : gi[i] > 4 ? 4 : gi[i];
+		for (int c = 0; c < 3; c++)
+			bad += ga[i * 3 + c] != 2 * par[r * 3 + c];
+	}
+	for (int c = 0; c < 3; c++) {
+		bad += cc[c] != c0[c] || cc[3 + c] != c0[3 + c] || cc[6 + c] != c1[c];
+		bad += cs[c] != c0[c] + c0[3 + c] + c1[c];
+	}
+	OKF(bad == 0, "OneHot/Gather/Concat: %d bad", bad);
+	unload(&k);
+}
+
 int
 main(void)
 {
@@ -1882,5 +1960,6 @@ main(void)
 	t_sub("layernorm", layernorm);
 	t_sub("layout_ops", layout_ops);
 	t_sub("assign_in_place", assign_in_place);
+	t_sub("index_ops", index_ops);
 	return t_done();
 }
