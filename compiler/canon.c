@@ -6,8 +6,14 @@
  * where k is the node's index in a depth-first post-order walk that starts
  * from the kernel outputs in order and visits operands in order. That walk
  * depends only on the dataflow, so renaming tensors or reordering
- * independent op_desc entries changes nothing; ops that no output reaches
- * are dead and left out. Example (compact JSON, no spaces):
+ * independent op_desc entries changes nothing; after the outputs, the walk
+ * also starts from every Assign/InplaceAssign (their write into a kernel
+ * input is a result); other ops that no output reaches are dead and left
+ * out. Ops with semantic attrs carry them normalised, keys sorted, e.g.
+ * "attrs":{"axis":[1],"keep_dims":true} (reductions), {"perm":[...]},
+ * {"multiples":[...]}, {"begin":[...],"shrink_axis_mask":n,"strides":[...]},
+ * {"axis":[a],"depth":d} (OneHot); noise attrs never appear.
+ * Example (compact JSON, no spaces):
  *   {"kcs_workload":1,"inputs":[["float32",[16,768]]],
  *    "nodes":[{"op":"Add","in":["i0","c:float32:0x1p-1"],
  *              "out":[["float32",[16,768]]]}],"outputs":["n0.0"]}

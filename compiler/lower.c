@@ -1,14 +1,25 @@
-/* lower.c - IrGraph -> LoopNest: one "injective" stage per group of kernel
- * outputs sharing a shape.
+/* lower.c - IrGraph -> LoopNest: a sequence of stages.
  *
- * Each output's value is built by inlining the graph at a multi-dimensional
- * index (one LnIdx per dim), memoised per (value, index) so shared
- * subexpressions stay shared DAG nodes. Broadcasting drops leading dims and
- * maps size-1 dims to 0; Reshape linearises the index and delinearises it
- * into the operand's shape, and the index simplifier folds
- * linearize(delinearize(f, S), S) back to f. Finally adjacent loops are
+ * A plan picks the values that are materialised (a buffer and a stage of
+ * their own): reduction results, Concat results, computed Gather params
+ * and the sources of in-place writes. Stages: (1) the materialised values
+ * in graph order, writing their kernel output or a workspace; (2) one
+ * injective stage per group of the remaining kernel outputs sharing a
+ * shape; (3) one copy stage per Assign/InplaceAssign, last. Every other
+ * value is inlined into the stage that needs it.
+ *
+ * Inlining builds an output's value at a multi-dimensional index (one LnIdx
+ * per dim), memoised per (value, index) so shared subexpressions stay
+ * shared DAG nodes; a materialised value is a load from its buffer.
+ * Broadcasting drops leading dims and maps size-1 dims to 0; Reshape and
+ * ExpandDims linearise the index and delinearise it into the operand's
+ * shape (the simplifier folds linearize(delinearize(f, S), S) back to f);
+ * Transpose permutes, Tile takes the index modulo, StridedSlice is
+ * begin + i * stride; OneHot compares the indices with the index value;
+ * Gather is a clamped data-dependent load. Finally adjacent loops are
  * collapsed wherever every index agrees (dim merging), so a same-shape
- * chain is one flat loop and [16,768] + [768] is rows x 768.
+ * chain is one flat loop and [16,768] + [768] is rows x 768; a reduction
+ * stage never merges a spatial loop with a reduction loop.
  *
  * The simplifying index constructors live here too (ln_idx_*).
  */
