@@ -476,6 +476,10 @@ test_new_ops(void)
 	                  op1("StridedSlice", "8", "3", "{'begin':[0],'end':[6],'strides':[2]}", "")));
 	OK(!same_and_free(op1("ExpandDims", "3", "1,3,1", "{'axis':0}", ""),
 	                  op1("Reshape", "3", "1,3,1", "null", "")));
+	OK(!same_and_free(op1("Concat", "4,4", "4,4", "{'axis':0}", ""),
+	                  op1("Reshape", "4,4", "4,4", "null", "")));
+	OK(same_and_free(op1("Concat", "4,4", "4,4", "{'axis':0}", ""),
+	                 op1("Concat", "4,4", "4,4", "{'axis':-2,'N':1}", "")));
 	/* an in-place write no output refers to still counts */
 	static const char as[] =
 	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"

@@ -689,6 +689,57 @@ test_reduce_layout(void)
 	              "[{'name':'begin','value':[3]},{'name':'end','value':[3]}]"),
 	       KC_BAD_SHAPE, "/op_desc/0/attr/0/value", "empty slice");
 	expect(one_op("ReduceMax", "4,6", "4", "{'axis':1}"), KC_OK, NULL, "ReduceMax");
+
+	static const char onehot[] =
+	    "{'op':'k','version':2,'input_desc':[[{'data_type':'int32','shape':[3],'tensor_name':'i'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[3,4],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'OneHot','attr':[{'name':'axis','value':-1}],'input_desc':["
+	    "[{'data_type':'int32','shape':[3],'tensor_name':'i'}],"
+	    "[{'data_type':'int64','shape':[1],'tensor_name':'d','value':4}],"
+	    "[{'data_type':'float32','shape':[1],'tensor_name':'on','value':1.0}],"
+	    "[{'data_type':'float32','shape':[1],'tensor_name':'off','value':0.0}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[3,4],'tensor_name':'o'}]}]}";
+	expect(jq(onehot), KC_OK, NULL, "OneHot v2");
+	d = jq(onehot), jset(d, "/op_desc/0/attr/0/value", "0");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "OneHot axis 0 is [4,3]");
+	d = jq(onehot), jset(d, "/op_desc/0/input_desc/1/0/value", "0");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0/value", "OneHot depth 0");
+	d = jq(onehot), jset(d, "/op_desc/0/input_desc/0/0/data_type", "'float32'");
+	jset(d, "/input_desc/0/0/data_type", "'float32'");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/op_desc/0/input_desc", "OneHot float indices");
+
+	static const char gather[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[5,3],'tensor_name':'p'}],"
+	    "[{'data_type':'int64','shape':[2,2],'tensor_name':'i'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,2,3],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'Gather','attr':null,'input_desc':["
+	    "[{'data_type':'float32','shape':[5,3],'tensor_name':'p'}],"
+	    "[{'data_type':'int64','shape':[2,2],'tensor_name':'i'}],"
+	    "[{'data_type':'int64','shape':[1],'tensor_name':'a','value':0}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,2,3],'tensor_name':'o'}]}]}";
+	expect(jq(gather), KC_OK, NULL, "Gather v2 axis");
+	d = jq(gather), jset(d, "/op_desc/0/input_desc/2/0/value", "1");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Gather axis 1 is [5,2,2]");
+	d = jq(gather), jset(d, "/op_desc/0/input_desc/2/0/value", "2");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/2/0/value", "Gather axis out of range");
+
+	static const char concat[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4,2],'tensor_name':'a'}],"
+	    "[{'data_type':'float32','shape':[8,2],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[12,2],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'Concat','attr':[{'name':'axis','value':0},"
+	    "{'name':'dyn_input_sizes','value':[2]}],'input_desc':["
+	    "[{'data_type':'float32','shape':[4,2],'tensor_name':'a'},"
+	    "{'data_type':'float32','shape':[8,2],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[12,2],'tensor_name':'o'}]}]}";
+	expect(jq(concat), KC_OK, NULL, "Concat");
+	d = jq(concat), jset(d, "/op_desc/0/attr/0/value", "1");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "Concat pieces differ off the axis");
+	d = jq(concat), jset(d, "/op_desc/0/input_desc/0/1/tensor_name", "'nope'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/0/1/tensor_name", "Concat dangling piece");
+	d = jq(concat), jset(d, "/op_desc/0/input_desc/1",
+	                     "[{'data_type':'float32','shape':[4,2],'tensor_name':'a'}]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "Concat with two lists");
 }
 
 static const char assign_json[] =
