@@ -82,6 +82,10 @@ put_attrs(KcBuf *b, const IrNode *nd)
 			kc_buf_putc(b, '}');
 		}
 		return;
+	case OPK_MATMUL:
+		kc_buf_printf(b, ",\"attrs\":{\"transpose_a\":%s,\"transpose_b\":%s}",
+		              a->trans_a ? "true" : "false", a->trans_b ? "true" : "false");
+		return;
 	case OPK_ELEMWISE:
 	case OPK_ASSIGN: return;
 	}

@@ -19,6 +19,7 @@ typedef enum IrOpKind {
 	OPK_LAYOUT,   /* pure index remapping (Reshape, BroadcastTo, Transpose, ...) */
 	OPK_REDUCE,   /* ReduceSum/Max/Min/Prod over attrs.axis */
 	OPK_ASSIGN,   /* Assign(dst, src), InplaceAssign(dst, src, depend) */
+	OPK_MATMUL,   /* MatMul/BatchMatMul: [..., M, K] x [..., K, N] */
 } IrOpKind;
 
 enum {
@@ -105,7 +106,8 @@ typedef struct IrValue {
  *   OneHot      axis[0] = the new dim's position in the output, list[0] =
  *               depth
  *   Gather      axis[0] in [0, rank of params)
- *   Concat      axis[0] in [0, rank) */
+ *   Concat      axis[0] in [0, rank)
+ *   MatMul      trans_a, trans_b (the output dtype is dst_type) */
 typedef struct IrAttrs {
 	int naxis;
 	int64_t axis[KC_MAX_RANK];
@@ -114,6 +116,7 @@ typedef struct IrAttrs {
 	int64_t list[KC_MAX_RANK];
 	int64_t begin[KC_MAX_RANK], strides[KC_MAX_RANK];
 	unsigned shrink;
+	bool trans_a, trans_b;
 } IrAttrs;
 
 struct IrNode {

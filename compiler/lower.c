@@ -565,6 +565,8 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 		return coerce(ln, e, v->dtype);
 	}
 	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL:
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
@@ -862,14 +864,22 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 				P->mat[nd->in[1]->id] = true;
 		}
 		/* Concat: one stage per piece; Gather loads from a buffer */
-		if (nd->op == IR_OP_CONCAT)
+		if (nd->op == IR_OP_CONCAT || k == OPK_MATMUL)
 			P->mat[nd->out[0]->id] = true;
 		if (nd->op == IR_OP_GATHER && nd->in[0]->kind == IRV_OP)
 			P->mat[nd->in[0]->id] = true;
 	}
-	for (int v = 0; v < g->nvalues; v++)
-		if (P->mat[v])
-			P->nmat += g->values[v]->def->op == IR_OP_CONCAT ? g->values[v]->def->nin : 1;
+	for (int v = 0; v < g->nvalues; v++) {
+		const IrNode *nd = P->mat[v] ? g->values[v]->def : NULL;
+		if (!nd)
+			continue;
+		if (nd->op == IR_OP_CONCAT)
+			P->nmat += nd->nin;
+		else if (ir_op_info[nd->op].kind == OPK_MATMUL) /* + operand packs */
+			P->nmat += 1 + nd->attrs.trans_a + !nd->attrs.trans_b;
+		else
+			P->nmat++;
+	}
 	/* the other outputs: one stage per shape, in order of first appearance */
 	for (int o = 0; o < g->noutputs; o++) {
 		const IrValue *v = g->outputs[o];
@@ -982,6 +992,8 @@ red_combine(IrOp op)
 	case IR_OP_ONE_HOT:
 	case IR_OP_GATHER:
 	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(0 && "not a reduction");
@@ -1039,6 +1051,127 @@ reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 	if (!e)
 		return L->err->status;
 	st->stores[0].value = coerce(ln, e, v->dtype);
+	return KC_OK;
+}
+
+/* A new workspace buffer. */
+static int
+workspace_raw(LoopNest *ln, const char *name, KcDtype dt, int64_t numel)
+{
+	LnBuf *b = &ln->bufs[ln->nbufs];
+	b->name = name;
+	b->dtype = dt;
+	b->numel = numel;
+	b->arg = -1;
+	return ln->nbufs++;
+}
+
+/* The index of operand u's element [batch..., r, c] of a MatMul whose
+ * output has rank vr: u's batch dims align right with the output's and
+ * broadcast; (r, c) are u's last two dims as stored. */
+static void
+mm_operand_idx(LoopNest *ln, const IrValue *u, int vr, LnIdx **bidx, LnIdx *r, LnIdx *c,
+               LnIdx **j)
+{
+	int nb = u->rank - 2, off = (vr - 2) - nb;
+	for (int d = 0; d < nb; d++)
+		j[d] = u->shape[d] == 1 ? ln_idx_const(ln, 0) : bidx[d + off];
+	j[nb] = r;
+	j[nb + 1] = c;
+}
+
+/* Packs operand u (stored [..., X, K] when !k_last, i.e. [..., K, X]) into
+ * a workspace laid out [batch..., X, K] (k contiguous) with its own
+ * injective stage. Returns the buffer. */
+static int
+mm_pack(Lower *L, const IrValue *u, int *s)
+{
+	LoopNest *ln = L->ln;
+	IrValue pk = *u; /* the packed shape: last two dims swapped */
+	LnIdx *idx[KC_MAX_RANK], *j[KC_MAX_RANK];
+	pk.shape[u->rank - 2] = u->shape[u->rank - 1];
+	pk.shape[u->rank - 1] = u->shape[u->rank - 2];
+	int buf = workspace_raw(ln, arena_printf(ln->arena, "%s:packed", u->tensor_name ? u->tensor_name : "?"),
+	                        u->dtype, u->numel);
+	LnStage *st = stage_new(L, (*s)++);
+	shape_loops(ln, st, &pk, idx);
+	for (int d = 0; d < u->rank - 2; d++)
+		j[d] = idx[d];
+	j[u->rank - 2] = idx[u->rank - 1];
+	j[u->rank - 1] = idx[u->rank - 2];
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = linearize(ln, idx, pk.shape, pk.rank);
+	st->stores[0].value = value_at(L, u, j);
+	if (!st->stores[0].value)
+		return -1;
+	collapse(ln, st);
+	return buf;
+}
+
+/* MatMul/BatchMatMul into buf: operands that are not k-contiguous are
+ * packed first (transpose_a: a; !transpose_b: b), then one reduction
+ * stage: spatial loops over the output [batch..., M, N], the reduction loop
+ * over K innermost, so both operands stream contiguously and the loop
+ * vectorises as a dot product. (Issue 4's templates replace this with
+ * register blocking; it is the correct baseline.) */
+static KcStatus
+matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
+	int vr = v->rank, pa = -1, pb = -1;
+	int64_t K = nd->attrs.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+	LnIdx *idx[KC_MAX_RANK], *ja[KC_MAX_RANK], *jb[KC_MAX_RANK], *kx;
+
+	if (nd->attrs.trans_a && (pa = mm_pack(L, a, s)) < 0)
+		return L->err->status;
+	if (!nd->attrs.trans_b && (pb = mm_pack(L, b, s)) < 0)
+		return L->err->status;
+	LnStage *st = stage_new(L, (*s)++);
+	L->self = v;
+	shape_loops(ln, st, v, idx);
+	int nsp = st->nloops;
+	if (K > 1) {
+		LnLoop *l = &st->loops[st->nloops++];
+		l->var = ln_var_new(ln, K);
+		l->extent = K;
+	}
+	st->nred = st->nloops - nsp;
+	kx = K > 1 ? ln_idx_var(ln, st->loops[st->nloops - 1].var) : ln_idx_const(ln, 0);
+	mm_operand_idx(ln, a, vr, idx, idx[vr - 2], kx, ja);
+	mm_operand_idx(ln, b, vr, idx, idx[vr - 1], kx, jb);
+	LnExpr *x[2];
+	for (int i = 0; i < 2; i++) {
+		const IrValue *u = i ? b : a;
+		int pbuf = i ? pb : pa;
+		LnIdx **j = i ? jb : ja;
+		if (pbuf >= 0) {
+			IrValue pk = *u;
+			pk.shape[u->rank - 2] = u->shape[u->rank - 1];
+			pk.shape[u->rank - 1] = u->shape[u->rank - 2];
+			x[i] = expr_new(ln, LNE_LOAD, u->dtype);
+			x[i]->buf = pbuf;
+			x[i]->idx = linearize(ln, j, pk.shape, pk.rank);
+		} else {
+			if (i == 0) { /* a[..., m, k] as stored */
+				x[i] = value_at(L, u, j);
+			} else { /* transpose_b: b[..., n, k] as stored */
+				x[i] = value_at(L, u, j);
+			}
+			if (!x[i])
+				return L->err->status;
+		}
+		x[i] = coerce(ln, x[i], v->dtype);
+	}
+	st->red_op = IR_OP_ADD;
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = linearize(ln, idx, v->shape, v->rank);
+	st->stores[0].value = expr_op(ln, IR_OP_MUL, v->dtype, 2, x);
+	collapse(ln, st);
 	return KC_OK;
 }
 
@@ -1126,6 +1259,11 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 				collapse(ln, st);
 				off += u->shape[ax];
 			}
+			continue;
+		}
+		if (ir_op_info[nd->op].kind == OPK_MATMUL) {
+			if ((stt = matmul_stages(&L, nd, L.matbuf[v->id], &s)) != KC_OK)
+				return stt;
 			continue;
 		}
 		LnStage *st = stage_new(&L, s++);

@@ -42,7 +42,7 @@ typedef struct Parser {
 /* Known MindSpore/AKG ops that kcsd does not compile yet. */
 /* clang-format off */
 static const char *const later_ops[] = {
-	"MatMul", "BatchMatMul", "ReduceMean", "Argmax", "Argmin", "AssignAdd",
+	"ReduceMean", "Argmax", "Argmin", "AssignAdd",
 	"StridedSliceV2", "Conv2D", "GatherNd",
 	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "ElemAny", "ElemAll", "CumSum", "CumProd", "Complex",
 	"CReal", "CImag", "Pool2D", "PadAkg", "UnPadAkg", "TransData",
@@ -345,6 +345,7 @@ same_shape(const IrValue *a, const IrValue *b)
 /* clang-format off */
 static const char *const known_attrs[] = {
 	"axis", "keep_dims", "perm", "multiples", "begin", "end", "strides", "depth",
+	"transpose_a", "transpose_b",
 	"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask",
 };
 /* clang-format on */
@@ -675,8 +676,78 @@ infer_slice(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 
 /* Shapes and attrs of the layout, reduction and assign ops added after the
  * elementwise slice (their attrs decide the output shape). */
+/* A bool attr (absent: false). */
+static bool
+bool_attr(const cJSON *v, bool *out)
+{
+	*out = false;
+	if (!v || cJSON_IsNull(v))
+		return true;
+	if (cJSON_IsBool(v)) {
+		*out = cJSON_IsTrue(v);
+		return true;
+	}
+	if (cJSON_IsNumber(v)) {
+		*out = v->valuedouble != 0;
+		return true;
+	}
+	return false;
+}
+
+/* MatMul/BatchMatMul: a [..., M, K] (or [..., K, M] with transpose_a) times
+ * b [..., K, N] (or [..., N, K] with transpose_b), batch dims broadcast as
+ * numpy; the result has the declared dtype (dst_type). */
 static KcStatus
-infer_struct(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
+infer_matmul(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *a = nd->in[0], *b = nd->in[1], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	int64_t shape[KC_MAX_RANK];
+	KcStatus st;
+
+	if (!bool_attr(attr_get(oa, "transpose_a", &w), &at->trans_a) ||
+	    !bool_attr(attr_get(oa, "transpose_b", &w), &at->trans_b))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "transpose_a/transpose_b must be bools");
+	if (a->rank < 2 || b->rank < 2)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in, "%s operands have rank >= 2",
+		               ir_op_info[nd->op].name);
+	if ((st = unify(p, a, b, w_in)) != KC_OK)
+		return st;
+	KcDtypeClass ci = kc_dtype_info[a->dtype].cls, co = kc_dtype_info[decl->dtype].cls;
+	if (ci == DTC_BOOL || (ci == DTC_FLOAT) != (co == DTC_FLOAT))
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in, "%s from %s to %s",
+		               ir_op_info[nd->op].name, kc_dtype_info[a->dtype].name,
+		               kc_dtype_info[decl->dtype].name);
+	int ra = a->rank, rb = b->rank;
+	int64_t M = at->trans_a ? a->shape[ra - 1] : a->shape[ra - 2];
+	int64_t K = at->trans_a ? a->shape[ra - 2] : a->shape[ra - 1];
+	int64_t Kb = at->trans_b ? b->shape[rb - 1] : b->shape[rb - 2];
+	int64_t N = at->trans_b ? b->shape[rb - 2] : b->shape[rb - 1];
+	if (K != Kb)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+		               "contraction dims differ (%" PRId64 " and %" PRId64 ")", K, Kb);
+	int nb = (ra > rb ? ra : rb) - 2;
+	for (int d = 0; d < nb; d++) {
+		int da = d - (nb - (ra - 2)), db = d - (nb - (rb - 2));
+		int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
+		if (x != y && x != 1 && y != 1)
+			return kc_fail(p->err, KC_BAD_SHAPE, w_in, "batch dims do not broadcast");
+		shape[d] = x == 1 ? y : x;
+	}
+	shape[nb] = M;
+	shape[nb + 1] = N;
+	if (oa->dst_type && !dst_type_matches(oa->dst_type, decl->dtype))
+		return kc_fail(p->err, KC_BAD_GRAPH, oa->dst_where,
+		               "dst_type disagrees with the output dtype %s",
+		               kc_dtype_info[decl->dtype].name);
+	out->dtype = decl->dtype;
+	set_shape(out, shape, nb + 2);
+	return KC_OK;
+}
+
+static KcStatus
+infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
 {
 	IrValue **in = nd->in, *out = nd->out[0];
 	IrAttrs *at = &nd->attrs;
@@ -691,6 +762,8 @@ infer_struct(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD: return infer_reduce(p, nd, oa, w_in);
 	case IR_OP_STRIDED_SLICE: return infer_slice(p, nd, oa, w_in);
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL: return infer_matmul(p, nd, decl, oa, w_in);
 	case IR_OP_ONE_HOT: {
 		const cJSON *dj = attr_get(oa, "depth", &w);
 		int64_t depth, ax;
@@ -990,7 +1063,9 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case IR_OP_INPLACE_ASSIGN:
 	case IR_OP_ONE_HOT:
 	case IR_OP_GATHER:
-	case IR_OP_CONCAT: return infer_struct(p, nd, oa, w_in);
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL: return infer_struct(p, nd, decl, oa, w_in);
 	case IR_OP_COUNT: KC_ASSERT(0 && "bad op"); break;
 	}
 
@@ -998,7 +1073,8 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	switch (oi->kind) {
 	case OPK_ELEMWISE: return broadcast(p, in, nd->nin, out, w_in);
 	case OPK_REDUCE:
-	case OPK_ASSIGN: break; /* infer_struct */
+	case OPK_ASSIGN:
+	case OPK_MATMUL: break; /* infer_struct */
 	case OPK_LAYOUT:
 		out->rank = decl->rank;
 		memcpy(out->shape, decl->shape, sizeof out->shape);
@@ -1107,7 +1183,9 @@ attr_inputs(IrOp op, int *n, int *first)
 	switch (op) {
 	case IR_OP_ONE_HOT: *first = 1; return depth;
 	case IR_OP_GATHER: return axis;
-	case IR_OP_CONCAT: break;
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL: break;
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:

@@ -48,7 +48,7 @@ Abs Exp Log Sqrt Rsqrt Reciprocal Tanh Erf Square Floor Round Sign Greater
 GreaterEqual Less LessEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot
 IsNan IsInf IsFinite Select Cast BroadcastTo Reshape ReduceSum ReduceMax
 ReduceMin ReduceProd Transpose ExpandDims Tile StridedSlice Assign
-InplaceAssign OneHot Gather Concat""".split())
+InplaceAssign OneHot Gather Concat MatMul BatchMatMul""".split())
 SLICE_DTYPES = {"float32", "float16", "int32", "bool"}
 # Ops whose inputs after the first are attributes (v2 value inputs).
 ATTR_TAIL_OPS = {"Cast", "Reshape", "BroadcastTo", "ReduceSum", "ReduceMax",
@@ -425,6 +425,15 @@ def reference(desc, inputs):
                 view = lambda m: np.tile(m, _ints(op_attrs(op)["multiples"]))
             elif name == "StridedSlice":
                 view = lambda m: strided_slice(m, op_attrs(op))
+            elif name in ("MatMul", "BatchMatMul"):
+                at = op_attrs(op)
+                x = np.asarray(a, np.float64)
+                y = np.asarray(b, np.float64)
+                if at.get("transpose_a"):
+                    x = np.swapaxes(x, -1, -2)
+                if at.get("transpose_b"):
+                    y = np.swapaxes(y, -1, -2)
+                r = np.matmul(x, y)
             elif name == "OneHot":
                 at = op_attrs(op)
                 depth = _ints(at["depth"])[0]
