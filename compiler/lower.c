@@ -1154,13 +1154,8 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 			x[i] = expr_new(ln, LNE_LOAD, u->dtype);
 			x[i]->buf = pbuf;
 			x[i]->idx = linearize(ln, j, pk.shape, pk.rank);
-		} else {
-			if (i == 0) { /* a[..., m, k] as stored */
-				x[i] = value_at(L, u, j);
-			} else { /* transpose_b: b[..., n, k] as stored */
-				x[i] = value_at(L, u, j);
-			}
-			if (!x[i])
+		} else { /* a[..., m, k], or b[..., n, k] with transpose_b, as stored */
+			if (!(x[i] = value_at(L, u, j)))
 				return L->err->status;
 		}
 		x[i] = coerce(ln, x[i], v->dtype);

@@ -1924,6 +1924,97 @@ index_ops(void)
 	unload(&k);
 }
 
+/* MatMul/BatchMatMul against a double reference: transposes, batch
+ * broadcasting, KK = 1, odd sizes, float16 in with float32 out. */
+static void
+matmuls(void)
+{
+	static const struct {
+		int ba, bb; /* batch dims: a [ba?], b [bb?] (0 = none) */
+		int M, KK, N, ta, tb, half;
+	} cs[] = {
+	    {0, 0, 1, 7, 5, 0, 0, 0},   {0, 0, 7, 1023, 3, 0, 1, 0}, {0, 0, 13, 64, 17, 1, 0, 0},
+	    {0, 0, 5, 1, 9, 1, 1, 0},   {2, 0, 4, 5, 6, 0, 0, 0},    {2, 1, 3, 33, 2, 0, 1, 0},
+	    {0, 0, 19, 100, 8, 0, 1, 1},
+	};
+	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+		int M = cs[ci].M, KK = cs[ci].KK, N = cs[ci].N, B = cs[ci].ba > cs[ci].bb ? cs[ci].ba : cs[ci].bb;
+		int Ba = cs[ci].ba ? cs[ci].ba : 1, Bb = cs[ci].bb ? cs[ci].bb : 1;
+		const char *dt = cs[ci].half ? "float16" : "float32";
+		char sa[64], sb[64], so[64], attr[256];
+		int ra = cs[ci].ta ? KK : M, ca = cs[ci].ta ? M : KK;
+		int rb = cs[ci].tb ? N : KK, cb = cs[ci].tb ? KK : N;
+		if (cs[ci].ba)
+			snprintf(sa, sizeof sa, "%d,%d,%d", cs[ci].ba, ra, ca);
+		else
+			snprintf(sa, sizeof sa, "%d,%d", ra, ca);
+		if (cs[ci].bb)
+			snprintf(sb, sizeof sb, "%d,%d,%d", cs[ci].bb, rb, cb);
+		else
+			snprintf(sb, sizeof sb, "%d,%d", rb, cb);
+		if (B > 0 && (cs[ci].ba || cs[ci].bb))
+			snprintf(so, sizeof so, "%d,%d,%d", B, M, N);
+		else
+			snprintf(so, sizeof so, "%d,%d", M, N);
+		if (!(cs[ci].ba || cs[ci].bb))
+			B = 1;
+		snprintf(attr, sizeof attr,
+		         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\",\"value\":%s},"
+		         "{\"name\":\"dst_type\",\"value\":\"float32\"},{\"name\":\"pack_b\",\"value\":false}]",
+		         cs[ci].ta ? "true" : "false", cs[ci].tb ? "true" : "false");
+		G g = {0};
+		K k;
+		g_in(&g, "a", dt, sa);
+		g_in(&g, "b", dt, sb);
+		g_opa(&g, (cs[ci].ba || cs[ci].bb) ? "BatchMatMul" : "MatMul", attr, "c", "float32", so, 2,
+		      T("a", dt, sa), T("b", dt, sb), NULL);
+		g_out(&g, "c", "float32", so);
+		bool built = build(&k, &g, "Fused_MatMul", &host, NULL, true);
+		OKF(built, "matmul %s x %s", sa, sb);
+		if (!built) {
+			unload(&k);
+			continue;
+		}
+		size_t na = (size_t)Ba * (size_t)(M * KK), nb = (size_t)Bb * (size_t)(KK * N);
+		size_t no = (size_t)B * (size_t)(M * N), es = cs[ci].half ? 2 : 4;
+		float *fa = frand(na, -1, 1, 51), *fb = frand(nb, -1, 1, 52);
+		void *xa = malloc(na * es), *xb = malloc(nb * es);
+		for (size_t i = 0; i < na; i++) {
+			if (cs[ci].half)
+				((uint16_t *)xa)[i] = f2h(fa[i]), fa[i] = h2f(((uint16_t *)xa)[i]);
+			else
+				((float *)xa)[i] = fa[i];
+		}
+		for (size_t i = 0; i < nb; i++) {
+			if (cs[ci].half)
+				((uint16_t *)xb)[i] = f2h(fb[i]), fb[i] = h2f(((uint16_t *)xb)[i]);
+			else
+				((float *)xb)[i] = fb[i];
+		}
+		float *o1 = calloc(no, 4), *o2 = calloc(no, 4);
+		void *args[] = {xa, xb, o1};
+		size_t ob = no * 4;
+		OKF(run2(&k, args, 2, (void **)&o2, &ob, 1), "matmul %s x %s runs", sa, sb);
+		int bad = 0;
+		for (int bt = 0; bt < B; bt++)
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < N; n++) {
+					double acc = 0;
+					int ia = Ba > 1 ? bt : 0, ib = Bb > 1 ? bt : 0;
+					for (int q = 0; q < KK; q++) {
+						float x = cs[ci].ta ? fa[ia * M * KK + q * M + m] : fa[ia * M * KK + m * KK + q];
+						float y = cs[ci].tb ? fb[ib * KK * N + n * KK + q] : fb[ib * KK * N + q * N + n];
+						acc += (double)x * y;
+					}
+					bad += fabs(o1[(bt * M + m) * N + n] - acc) > 1e-5 * (1 + fabs(acc));
+				}
+		OKF(bad == 0, "matmul %s x %s (ta %d tb %d %s): %d bad", sa, sb, cs[ci].ta, cs[ci].tb, dt,
+		    bad);
+		free(fa), free(fb), free(xa), free(xb), free(o1), free(o2);
+		unload(&k);
+	}
+}
+
 int
 main(void)
 {
@@ -1961,5 +2052,6 @@ main(void)
 	t_sub("layout_ops", layout_ops);
 	t_sub("assign_in_place", assign_in_place);
 	t_sub("index_ops", index_ops);
+	t_sub("matmuls", matmuls);
 	return t_done();
 }

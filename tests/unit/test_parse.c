@@ -285,7 +285,7 @@ test_ops(void)
 {
 	cJSON *d;
 	KcErr err = {0};
-	d = base(), jset(d, "/op_desc/0/name", "'MatMul'");
+	d = base(), jset(d, "/op_desc/0/name", "'Conv2D'");
 	OK(parse_doc(d, NULL, &err) == KC_UNSUPPORTED_OP &&
 	   strcmp(err.where, "/op_desc/0/name") == 0 && strstr(err.msg, "not supported yet"));
 	cJSON_Delete(d);
@@ -319,7 +319,7 @@ test_ops(void)
 	/* an unsupported op later in the file is reported before other errors */
 	d = base();
 	jset(d, "/op_desc/0/input_desc/0/0/tensor_name", "'nope'");
-	jset(d, "/op_desc/1/name", "'MatMul'");
+	jset(d, "/op_desc/1/name", "'Conv2D'");
 	expect(d, KC_UNSUPPORTED_OP, "/op_desc/1/name", "unsupported op first");
 	d = base(), jset(d, "/op_desc/0/output_desc/1",
 	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'x'}");
@@ -740,6 +740,23 @@ test_reduce_layout(void)
 	d = jq(concat), jset(d, "/op_desc/0/input_desc/1",
 	                     "[{'data_type':'float32','shape':[4,2],'tensor_name':'a'}]");
 	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "Concat with two lists");
+
+	static const char mm[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float16','shape':[2,4,5],'tensor_name':'a'}],"
+	    "[{'data_type':'float16','shape':[6,5],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,4,6],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'BatchMatMul','attr':[{'name':'transpose_a','value':false},"
+	    "{'name':'transpose_b','value':true},{'name':'dst_type','value':'float32'}],"
+	    "'input_desc':[[{'data_type':'float16','shape':[2,4,5],'tensor_name':'a'}],"
+	    "[{'data_type':'float16','shape':[6,5],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,4,6],'tensor_name':'o'}]}]}";
+	expect(jq(mm), KC_OK, NULL, "BatchMatMul, b broadcast, transpose_b");
+	d = jq(mm), jset(d, "/op_desc/0/attr/1/value", "false");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "contraction dims differ");
+	d = jq(mm), jset(d, "/op_desc/0/attr/2/value", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/2/value", "dst_type disagrees");
+	d = jq(mm), jset(d, "/op_desc/0/attr/0/value", "'yes'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "transpose_a not a bool");
 }
 
 static const char assign_json[] =
