@@ -485,6 +485,8 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
 	case IR_OP_ASSIGN:
 	case IR_OP_INPLACE_ASSIGN:
 	case IR_OP_ONE_HOT:

@@ -571,6 +571,8 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
 		kc_fail(L->err, KC_CODEGEN, "lower", "%s result %s was not materialised",
 		        ir_op_info[nd->op].name, v->tensor_name ? v->tensor_name : "?");
 		return NULL;
@@ -944,8 +946,10 @@ red_combine(IrOp op)
 	switch (op) {
 	case IR_OP_REDUCE_SUM: return IR_OP_ADD;
 	case IR_OP_REDUCE_PROD: return IR_OP_MUL;
-	case IR_OP_REDUCE_MAX: return IR_OP_MAXIMUM;
-	case IR_OP_REDUCE_MIN: return IR_OP_MINIMUM;
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_ELEM_ANY: return IR_OP_MAXIMUM; /* of (x != 0) */
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_ELEM_ALL: return IR_OP_MINIMUM;
 	case IR_OP_ADD:
 	case IR_OP_SUB:
 	case IR_OP_MUL:
@@ -1050,6 +1054,10 @@ reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 	LnExpr *e = value_at(L, u, idx);
 	if (!e)
 		return L->err->status;
+	if (nd->op == IR_OP_ELEM_ANY || nd->op == IR_OP_ELEM_ALL) { /* x != 0 */
+		LnExpr *c[2] = {e, expr_new(ln, LNE_CONST, u->dtype)};
+		e = expr_op(ln, IR_OP_NOT_EQUAL, KC_DT_BOOL, 2, c);
+	}
 	st->stores[0].value = coerce(ln, e, v->dtype);
 	return KC_OK;
 }

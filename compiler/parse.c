@@ -44,7 +44,7 @@ typedef struct Parser {
 static const char *const later_ops[] = {
 	"ReduceMean", "Argmax", "Argmin", "AssignAdd",
 	"StridedSliceV2", "Conv2D", "GatherNd",
-	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "ElemAny", "ElemAll", "CumSum", "CumProd", "Complex",
+	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "CumSum", "CumProd", "Complex",
 	"CReal", "CImag", "Pool2D", "PadAkg", "UnPadAkg", "TransData",
 	"LayoutTransform", "EquivFormat", "StandardNormal", "Asinh", "Acosh", "Sin",
 	"Cos", "Asin", "ACos", "Atan", "Atan2", "Expm1", "FastGeLU", "GeLU", "Gelu",
@@ -761,6 +761,14 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD: return infer_reduce(p, nd, oa, w_in);
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
+		/* any/all elements non-zero, as a [1] of the declared dtype */
+		for (int d = 0; d < r; d++)
+			at->axis[at->naxis++] = d;
+		out->dtype = decl->dtype;
+		set_shape(out, shape, 0);
+		return KC_OK;
 	case IR_OP_STRIDED_SLICE: return infer_slice(p, nd, oa, w_in);
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL: return infer_matmul(p, nd, decl, oa, w_in);
@@ -1059,6 +1067,8 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
 	case IR_OP_REDUCE_PROD:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
 	case IR_OP_ASSIGN:
 	case IR_OP_INPLACE_ASSIGN:
 	case IR_OP_ONE_HOT:
@@ -1182,6 +1192,8 @@ attr_inputs(IrOp op, int *n, int *first)
 	*first = ir_op_info[op].arity; /* trailing, except OneHot's depth */
 	switch (op) {
 	case IR_OP_ONE_HOT: *first = 1; return depth;
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL: break;
 	case IR_OP_GATHER: return axis;
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:

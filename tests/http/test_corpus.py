@@ -48,7 +48,7 @@ Abs Exp Log Sqrt Rsqrt Reciprocal Tanh Erf Square Floor Round Sign Greater
 GreaterEqual Less LessEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot
 IsNan IsInf IsFinite Select Cast BroadcastTo Reshape ReduceSum ReduceMax
 ReduceMin ReduceProd Transpose ExpandDims Tile StridedSlice Assign
-InplaceAssign OneHot Gather Concat MatMul BatchMatMul""".split())
+InplaceAssign OneHot Gather Concat MatMul BatchMatMul ElemAny ElemAll""".split())
 SLICE_DTYPES = {"float32", "float16", "int32", "bool"}
 # Ops whose inputs after the first are attributes (v2 value inputs).
 ATTR_TAIL_OPS = {"Cast", "Reshape", "BroadcastTo", "ReduceSum", "ReduceMax",
@@ -425,6 +425,12 @@ def reference(desc, inputs):
                 view = lambda m: np.tile(m, _ints(op_attrs(op)["multiples"]))
             elif name == "StridedSlice":
                 view = lambda m: strided_slice(m, op_attrs(op))
+            elif name in ("ElemAny", "ElemAll"):
+                # "any/all elements non-zero" (AKG's op_dsl has x.all() for
+                # ElemAny: a slip, see issue 3)
+                nz = np.asarray(a) != 0
+                r = np.array([nz.any() if name == "ElemAny" else nz.all()])
+                view = lambda m: np.array([np.asarray(m).any()])
             elif name in ("MatMul", "BatchMatMul"):
                 at = op_attrs(op)
                 x = np.asarray(a, np.float64)
@@ -460,7 +466,7 @@ def reference(desc, inputs):
             else:
                 raise ValueError("reference has no op %s" % name)
         if view is not None:
-            if name not in REDUCE_OPS:
+            if name not in REDUCE_OPS and name not in ("ElemAny", "ElemAll"):
                 r = view(np.asarray(a))
             masks = [None if mk is None else
                      view(np.broadcast_to(mk, np.shape(a))) for mk in masks]

@@ -2015,6 +2015,39 @@ matmuls(void)
 	}
 }
 
+/* ElemAny / ElemAll: any / all elements non-zero, as a float32 [1]. */
+static void
+elem_any_all(void)
+{
+	for (int all = 0; all < 2; all++) {
+		G g = {0};
+		K k;
+		g_in(&g, "x", "bool", "3,1023");
+		g_opa(&g, all ? "ElemAll" : "ElemAny", "{\"dst_type\":\"float32\"}", "y", "float32", "1",
+		      1, T("x", "bool", "3,1023"), NULL, NULL);
+		g_out(&g, "y", "float32", "1");
+		OK(build(&k, &g, "Fused_ElemAny", &host, NULL, true));
+		if (!k.fn) {
+			unload(&k);
+			continue;
+		}
+		static uint8_t x[3069];
+		for (int t = 0; t < 3; t++) { /* all zero, one flipped, all one */
+			memset(x, t == 2, sizeof x);
+			if (t == 1)
+				x[2000] = all ? 0 : 1, memset(x, all, 2000), memset(x + 2001, all, 1068);
+			float y1 = -1, y2 = -1;
+			void *args[] = {x, &y1};
+			void *o2 = &y2;
+			size_t ob = 4;
+			OK(run2(&k, args, 1, &o2, &ob, 1));
+			float want = all ? (t == 2 ? 1.0f : 0.0f) : (t == 0 ? 0.0f : 1.0f);
+			OKF(y1 == want, "%s case %d: %g, want %g", all ? "ElemAll" : "ElemAny", t, y1, want);
+		}
+		unload(&k);
+	}
+}
+
 int
 main(void)
 {
@@ -2053,5 +2086,6 @@ main(void)
 	t_sub("assign_in_place", assign_in_place);
 	t_sub("index_ops", index_ops);
 	t_sub("matmuls", matmuls);
+	t_sub("elem_any_all", elem_any_all);
 	return t_done();
 }
