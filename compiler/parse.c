@@ -27,6 +27,7 @@
 typedef struct NameEnt {
 	const char *name;
 	IrValue *v;
+	IrValue *input; /* the kernel input first bound to the name, if any */
 } NameEnt;
 
 typedef struct Parser {
@@ -125,14 +126,21 @@ name_hash(const char *s)
 	return h;
 }
 
-static IrValue **
-slot(Parser *p, const char *name)
+/* The table entry of `name` (its name set; v NULL when unbound). */
+static NameEnt *
+entry(Parser *p, const char *name)
 {
 	unsigned i = name_hash(name) & p->tabmask;
 	while (p->tab[i].name && strcmp(p->tab[i].name, name) != 0)
 		i = (i + 1) & p->tabmask;
 	p->tab[i].name = name; /* the caller keeps `name` alive (arena) or fails */
-	return &p->tab[i].v;
+	return &p->tab[i];
+}
+
+static IrValue **
+slot(Parser *p, const char *name)
+{
+	return &entry(p, name)->v;
 }
 
 static IrValue *
@@ -1381,6 +1389,13 @@ parse_op(Parser *p, const cJSON *o, int i)
 			v->input_index = -1;
 		} else {
 			v = *slot(p, tmp.tensor_name);
+			if (k == 0 && oi->kind == OPK_ASSIGN && v) {
+				/* the destination is the kernel input itself, even
+				 * after an earlier in-place write rebound its name */
+				NameEnt *ne = entry(p, tmp.tensor_name);
+				if (ne->input)
+					v = ne->input;
+			}
 			char wt[PTR_MAX];
 			subptr(wt, "%s/tensor_name", wk);
 			if (!v)
@@ -1503,6 +1518,7 @@ parse_inputs(Parser *p, const cJSON *id)
 		v->id = vid;
 		v->input_index = i;
 		*s = v;
+		entry(p, tmp.tensor_name)->input = v;
 		g->inputs[g->ninputs++] = v;
 	}
 	return KC_OK;

@@ -1825,6 +1825,9 @@ assign_in_place(void)
 		g_op(&g, "Assign", "o", "float32", sh, 2, T("p", "float32", sh), T("s", "float32", sh),
 		     NULL);
 		g_op(&g, "Mul", "m", "float32", sh, 2, T("p", "float32", sh), C("2", "float32"), NULL);
+		/* a second write into p: the last one wins */
+		g_op(&g, "Assign", "o2", "float32", sh, 2, T("p", "float32", sh), T("m", "float32", sh),
+		     NULL);
 		g_out(&g, "o", "float32", sh);
 		g_out(&g, "m", "float32", sh);
 		g_out(&g, "q", "float32", sh);
@@ -1844,7 +1847,7 @@ assign_in_place(void)
 			int bad = 0;
 			for (int i = 0; i < n; i++) {
 				float s = a[i] + b[i];
-				bad += p[i] != s || o[i] != s || m[i] != 2 * s || q[i] != p0[i] - a[i];
+				bad += p[i] != 2 * s || o[i] != s || m[i] != 2 * s || q[i] != p0[i] - a[i];
 			}
 			OKF(bad == 0, "assign n=%d %s: %d bad", n, run ? "pool" : "serial", bad);
 			free(p), free(o), free(m), free(q);
