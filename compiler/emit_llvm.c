@@ -274,9 +274,11 @@ emit_load(Em *E, const LnExpr *e)
 		LLVMValueRef zero = LLVMConstInt(E->i64, 0, 0);
 		LLVMValueRef hi = LLVMConstInt(E->i64, (unsigned long long)(e->dyn_extent - 1), 0);
 		if (is_signed(e->dyn->dtype))
-			d = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, d, zero, ""), zero, d, "");
+			d = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, d, zero, ""), zero, d,
+			                    "");
 		d = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, d, hi, ""), hi, d, "");
-		d = LLVMBuildMul(b, d, LLVMConstInt(E->i64, (unsigned long long)e->dyn_stride, 0), "");
+		d = LLVMBuildMul(b, d, LLVMConstInt(E->i64, (unsigned long long)e->dyn_stride, 0),
+		                 "");
 		p = LLVMBuildInBoundsGEP2(b, stype(E, dt), p, &d, 1, "");
 	}
 	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), p, "");
@@ -616,7 +618,8 @@ red_combine(Em *E, IrOp op, KcDtype dt, LLVMValueRef acc, LLVMValueRef v)
 
 	if (is_float(dt)) {
 		if (op == IR_OP_ADD || op == IR_OP_MUL) {
-			r = op == IR_OP_ADD ? LLVMBuildFAdd(b, acc, v, "") : LLVMBuildFMul(b, acc, v, "");
+			r = op == IR_OP_ADD ? LLVMBuildFAdd(b, acc, v, "")
+			                    : LLVMBuildFMul(b, acc, v, "");
 			LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
 			return r;
 		}
@@ -879,8 +882,8 @@ emit_ws_helpers(Em *E, const char *symbol, LLVMValueRef *alloc_fn, LLVMValueRef 
 		} else {
 			LLVMTypeRef ft[3] = {E->ptr, E->i64, E->i64};
 			LLVMValueRef a[3] = {cx, x, LLVMConstInt(E->i64, WS_ALIGN, 0)};
-			LLVMBuildRet(b, LLVMBuildCall2(b, LLVMFunctionType(E->ptr, ft, 3, 0), f, a, 3,
-			                               ""));
+			LLVMBuildRet(
+			    b, LLVMBuildCall2(b, LLVMFunctionType(E->ptr, ft, 3, 0), f, a, 3, ""));
 		}
 		LLVMPositionBuilderAtEnd(b, libc);
 		if (which) {
@@ -1004,7 +1007,8 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 			LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
 			LLVMBuildStore(b, p, LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, ""));
 			LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(E->ctx, fn, "ws_ok");
-			LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(E->ctx, fn, "ws_fail");
+			LLVMBasicBlockRef bad =
+			    LLVMAppendBasicBlockInContext(E->ctx, fn, "ws_fail");
 			LLVMBuildCondBr(b, LLVMBuildIsNull(b, p, ""), bad, ok);
 			LLVMPositionBuilderAtEnd(b, bad);
 			LLVMBuildStore(b, LLVMConstInt(E->i32, (unsigned long long)KC_ERR_NOMEM, 1),
@@ -1069,8 +1073,8 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 			continue;
 		LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
 		LLVMValueRef a[2] = {
-		    rt, LLVMBuildLoad2(b, E->ptr, LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, ""),
-		                       "")};
+		    rt, LLVMBuildLoad2(b, E->ptr,
+		                       LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, ""), "")};
 		LLVMBuildCall2(b, wsf_ty, ws_free, a, 2, "");
 	}
 	LLVMBuildRet(b, LLVMBuildLoad2(b, E->i32, retv, ""));

@@ -379,8 +379,8 @@ typedef struct Lower {
 	const IrGraph *g;
 	Memo **memo; /* per IrValue id; reset per stage */
 	KcErr *err;
-	int *matbuf;          /* per IrValue id: the buffer holding it, or -1 */
-	const IrValue *self;  /* the materialised value the stage computes */
+	int *matbuf;         /* per IrValue id: the buffer holding it, or -1 */
+	const IrValue *self; /* the materialised value the stage computes */
 } Lower;
 
 /* A fresh expression node with the next dense id. */
@@ -658,19 +658,20 @@ value_at(Lower *L, const IrValue *v, LnIdx **idx)
 		e = expr_new(ln, LNE_LOAD, v->dtype);
 		e->buf = L->matbuf[v->id];
 		e->idx = linearize(ln, idx, v->shape, v->rank);
-	} else switch (v->kind) {
-	case IRV_INPUT:
-		e = expr_new(ln, LNE_LOAD, v->dtype);
-		e->buf = v->input_index;
-		e->idx = linearize(ln, idx, v->shape, v->rank);
-		break;
-	case IRV_CONST:
-		e = expr_new(ln, LNE_CONST, v->dtype);
-		e->fval = v->fval;
-		e->ival = v->ival;
-		break;
-	case IRV_OP: e = node_at(L, v, idx); break;
-	}
+	} else
+		switch (v->kind) {
+		case IRV_INPUT:
+			e = expr_new(ln, LNE_LOAD, v->dtype);
+			e->buf = v->input_index;
+			e->idx = linearize(ln, idx, v->shape, v->rank);
+			break;
+		case IRV_CONST:
+			e = expr_new(ln, LNE_CONST, v->dtype);
+			e->fval = v->fval;
+			e->ival = v->ival;
+			break;
+		case IRV_OP: e = node_at(L, v, idx); break;
+		}
 	if (!e)
 		return NULL;
 	if (ln->nexprs > MAX_EXPRS) { /* views can defeat sharing in odd graphs */
@@ -842,8 +843,8 @@ same_shape(const IrValue *a, const IrValue *b)
  * and the computed sources of in-place writes (the write-back then copies a
  * finished buffer, so it can never race with reads of the old value). */
 typedef struct Plan {
-	bool *mat;   /* per value id */
-	int *group;  /* per kernel output: its injective stage group, -1 = none */
+	bool *mat;  /* per value id */
+	int *group; /* per kernel output: its injective stage group, -1 = none */
 	int nmat, ngroups, nassign, nreduce;
 } Plan;
 
@@ -1078,8 +1079,7 @@ workspace_raw(LoopNest *ln, const char *name, KcDtype dt, int64_t numel)
  * output has rank vr: u's batch dims align right with the output's and
  * broadcast; (r, c) are u's last two dims as stored. */
 static void
-mm_operand_idx(LoopNest *ln, const IrValue *u, int vr, LnIdx **bidx, LnIdx *r, LnIdx *c,
-               LnIdx **j)
+mm_operand_idx(LoopNest *ln, const IrValue *u, int vr, LnIdx **bidx, LnIdx *r, LnIdx *c, LnIdx **j)
 {
 	int nb = u->rank - 2, off = (vr - 2) - nb;
 	for (int d = 0; d < nb; d++)
@@ -1099,8 +1099,9 @@ mm_pack(Lower *L, const IrValue *u, int *s)
 	LnIdx *idx[KC_MAX_RANK], *j[KC_MAX_RANK];
 	pk.shape[u->rank - 2] = u->shape[u->rank - 1];
 	pk.shape[u->rank - 1] = u->shape[u->rank - 2];
-	int buf = workspace_raw(ln, arena_printf(ln->arena, "%s:packed", u->tensor_name ? u->tensor_name : "?"),
-	                        u->dtype, u->numel);
+	int buf = workspace_raw(
+	    ln, arena_printf(ln->arena, "%s:packed", u->tensor_name ? u->tensor_name : "?"),
+	    u->dtype, u->numel);
 	LnStage *st = stage_new(L, (*s)++);
 	shape_loops(ln, st, &pk, idx);
 	for (int d = 0; d < u->rank - 2; d++)
@@ -1364,7 +1365,8 @@ verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *
 	case LNE_INDEX:
 		if (!idx_vars_bound(e->idx, bound))
 			return kc_fail(err, KC_CODEGEN, pass, "index value uses an unbound var");
-		if (kc_dtype_info[e->dtype].cls != DTC_INT && kc_dtype_info[e->dtype].cls != DTC_UINT)
+		if (kc_dtype_info[e->dtype].cls != DTC_INT &&
+		    kc_dtype_info[e->dtype].cls != DTC_UINT)
 			return kc_fail(err, KC_CODEGEN, pass, "index value is not an integer");
 		return KC_OK;
 	case LNE_LOAD:
@@ -1377,14 +1379,14 @@ verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *
 			return kc_fail(err, KC_CODEGEN, pass, "load dtype mismatch on %d", e->buf);
 		if (!idx_vars_bound(e->idx, bound))
 			return kc_fail(err, KC_CODEGEN, pass, "load index uses an unbound var");
-		if (ln_idx_max(ln, e->idx) +
-		        (e->dyn ? (e->dyn_extent - 1) * e->dyn_stride : 0) >=
+		if (ln_idx_max(ln, e->idx) + (e->dyn ? (e->dyn_extent - 1) * e->dyn_stride : 0) >=
 		    ln->bufs[e->buf].numel)
 			return kc_fail(err, KC_CODEGEN, pass, "load out of bounds of buffer %d",
 			               e->buf);
 		if (e->dyn) {
 			KcDtypeClass c = kc_dtype_info[e->dyn->dtype].cls;
-			if ((c != DTC_INT && c != DTC_UINT) || e->dyn_extent < 1 || e->dyn_stride < 1)
+			if ((c != DTC_INT && c != DTC_UINT) || e->dyn_extent < 1 ||
+			    e->dyn_stride < 1)
 				return kc_fail(err, KC_CODEGEN, pass, "bad data-dependent load");
 			return verify_expr(ln, e->dyn, bound, written, pass, err);
 		}
@@ -1414,7 +1416,8 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d has %d loops", s,
 			               st->nloops);
 		if (st->nred < 0 || nsp < 1 || (st->nred > 0 && st->nstores != 1))
-			return kc_fail(err, KC_CODEGEN, pass, "stage %d is a malformed reduction", s);
+			return kc_fail(err, KC_CODEGEN, pass, "stage %d is a malformed reduction",
+			               s);
 		for (int l = 0; l < st->nloops; l++) {
 			const LnLoop *lp = &st->loops[l];
 			if (lp->var < 0 || lp->var >= ln->nvars ||
@@ -1434,7 +1437,8 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 		}
 		for (int i = 0; i < st->nstores; i++) {
 			const LnStore *sto = &st->stores[i];
-			const LnBuf *b = sto->buf >= 0 && sto->buf < ln->nbufs ? &ln->bufs[sto->buf] : NULL;
+			const LnBuf *b =
+			    sto->buf >= 0 && sto->buf < ln->nbufs ? &ln->bufs[sto->buf] : NULL;
 			if (!b || !(b->is_output || b->arg < 0 || b->inplace))
 				return kc_fail(err, KC_CODEGEN, pass, "store to bad buffer %d",
 				               sto->buf);

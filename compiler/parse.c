@@ -591,7 +591,8 @@ infer_reduce(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 	for (int k = 0; k < n; k++) {
 		if (l[k] < -in->rank || l[k] >= in->rank)
 			return kc_fail(p->err, KC_BAD_GRAPH, w,
-			               "axis %" PRId64 " is out of range for rank %d", l[k], in->rank);
+			               "axis %" PRId64 " is out of range for rank %d", l[k],
+			               in->rank);
 		red[l[k] < 0 ? l[k] + in->rank : l[k]] = true;
 	}
 	for (int d = 0; d < in->rank; d++)
@@ -855,7 +856,8 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 			for (int d = 0; d < r; d++)
 				if (d != ax && u->shape[d] != in[0]->shape[d])
 					return kc_fail(p->err, KC_BAD_SHAPE, w_in,
-					               "Concat pieces differ off the axis (dim %d)", d);
+					               "Concat pieces differ off the axis (dim %d)",
+					               d);
 			if (shape[ax] > INT64_MAX / 2 - u->shape[ax])
 				return kc_fail(p->err, KC_BAD_SHAPE, w_in, "Concat is too large");
 			shape[ax] += u->shape[ax];
@@ -888,11 +890,13 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 		const cJSON *pm = attr_get(oa, "perm", &w);
 		bool seen[KC_MAX_RANK] = {false};
 		if (!pm || !int_list(pm, l, &n) || n != r)
-			return kc_fail(p->err, KC_BAD_GRAPH, w, "perm must be a list of %d ints", r);
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "perm must be a list of %d ints",
+			               r);
 		for (int d = 0; d < r; d++) {
 			int64_t x = l[d] < 0 ? l[d] + r : l[d];
 			if (x < 0 || x >= r || seen[x])
-				return kc_fail(p->err, KC_BAD_GRAPH, w, "perm is not a permutation");
+				return kc_fail(p->err, KC_BAD_GRAPH, w,
+				               "perm is not a permutation");
 			seen[x] = true;
 			at->list[d] = x;
 			shape[d] = in[0]->shape[x];

@@ -101,7 +101,9 @@ ln_print(const LoopNest *ln, KcBuf *out)
 			              kc_dtype_info[b->dtype].name, (long long)b->numel, b->name);
 		else
 			kc_buf_printf(out, "buffer b%d %s %s[%lld] arg %d (%s)\n", i,
-			              b->is_output ? "out" : b->inplace ? "in/written" : "in",
+			              b->is_output ? "out"
+			              : b->inplace ? "in/written"
+			                           : "in",
 			              kc_dtype_info[b->dtype].name, (long long)b->numel, b->arg,
 			              b->name);
 	}

@@ -412,20 +412,20 @@ small_with(const char *from, const char *to)
 	return j;
 }
 
-
 /* One-op graph a[ishape] -> op -> b[oshape] with attr and extra inputs
  * (JSON, ' quotes; extra is "" or ",[...]"). */
 static cJSON *
 op1(const char *op, const char *ishape, const char *oshape, const char *attr, const char *extra)
 {
 	char buf[2048];
-	snprintf(buf, sizeof buf,
-	         "{'op':'k','input_desc':[[{'data_type':'float32','shape':[%s],'tensor_name':'a'}]],"
-	         "'output_desc':[{'data_type':'float32','shape':[%s],'tensor_name':'b'}],"
-	         "'op_desc':[{'name':'%s','attr':%s,'input_desc':[[{'data_type':'float32',"
-	         "'shape':[%s],'tensor_name':'a'}]%s],'output_desc':[{'data_type':'float32',"
-	         "'shape':[%s],'tensor_name':'b'}]}]}",
-	         ishape, oshape, op, attr, ishape, extra, oshape);
+	snprintf(
+	    buf, sizeof buf,
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[%s],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[%s],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'%s','attr':%s,'input_desc':[[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'a'}]%s],'output_desc':[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'b'}]}]}",
+	    ishape, oshape, op, attr, ishape, extra, oshape);
 	return jq(buf);
 }
 
@@ -456,9 +456,10 @@ test_new_ops(void)
 	                     ",[{'data_type':'int64','shape':[1],'tensor_name':'x','value':1}]")));
 	OK(same_and_free(op1("ReduceMax", "8", "1", "{'axis':[]}", ""),
 	                 op1("ReduceMax", "8", "1", "{'axis':[0],'keep_dims':false}", "")));
-	OK(same_and_free(op1("Transpose", "3,3,3", "3,3,3", "{'perm':[0,2,1]}", ""),
-	                 op1("Transpose", "3,3,3", "3,3,3", "null",
-	                     ",[{'data_type':'int64','shape':[3],'tensor_name':'x','value':[0,2,1]}]")));
+	OK(same_and_free(
+	    op1("Transpose", "3,3,3", "3,3,3", "{'perm':[0,2,1]}", ""),
+	    op1("Transpose", "3,3,3", "3,3,3", "null",
+	        ",[{'data_type':'int64','shape':[3],'tensor_name':'x','value':[0,2,1]}]")));
 	/* sensitive: axis, keep_dims, op, perm, multiples, begin, strides */
 	OK(!same_and_free(op1("ReduceSum", "4,6,6", "4,6", r1, ""),
 	                  op1("ReduceSum", "4,6,6", "4,6", "{'axis':2}", "")));
@@ -472,8 +473,9 @@ test_new_ops(void)
 	                  op1("Tile", "4,1", "4,4", "{'multiples':[1,4]}", "")));
 	OK(!same_and_free(op1("StridedSlice", "8", "3", "{'begin':[0],'end':[3]}", ""),
 	                  op1("StridedSlice", "8", "3", "{'begin':[1],'end':[4]}", "")));
-	OK(!same_and_free(op1("StridedSlice", "8", "3", "{'begin':[0],'end':[3]}", ""),
-	                  op1("StridedSlice", "8", "3", "{'begin':[0],'end':[6],'strides':[2]}", "")));
+	OK(!same_and_free(
+	    op1("StridedSlice", "8", "3", "{'begin':[0],'end':[3]}", ""),
+	    op1("StridedSlice", "8", "3", "{'begin':[0],'end':[6],'strides':[2]}", "")));
 	OK(!same_and_free(op1("ExpandDims", "3", "1,3,1", "{'axis':0}", ""),
 	                  op1("Reshape", "3", "1,3,1", "null", "")));
 	OK(!same_and_free(op1("Concat", "4,4", "4,4", "{'axis':0}", ""),
@@ -485,10 +487,12 @@ test_new_ops(void)
 	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
 	    "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
 	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}],"
-	    "'op_desc':[{'name':'Sub','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
+	    "'op_desc':[{'name':'Sub','input_desc':[[{'data_type':'float32','shape':[4],'tensor_"
+	    "name':'p'}],"
 	    "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
 	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}]},"
-	    "{'name':'Assign','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
+	    "{'name':'Assign','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}]"
+	    ","
 	    "[{'data_type':'float32','shape':[4],'tensor_name':'s'}]],"
 	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'o'}]}]}";
 	cJSON *a = jq(as), *b = jq(as);

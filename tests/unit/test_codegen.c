@@ -1474,10 +1474,18 @@ reductions(void)
 		const char *axis; /* JSON */
 		unsigned mask;
 	} cases[] = {
-	    {1, {1}, "[]", 1},         {1, {7}, "0", 1},         {1, {1023}, "[-1]", 1},
-	    {2, {7, 1023}, "[1]", 2},  {2, {7, 1023}, "[0]", 1}, {2, {7, 1023}, "[]", 3},
-	    {3, {3, 5, 7}, "[1]", 2},  {3, {3, 5, 7}, "[0]", 1}, {3, {3, 5, 7}, "[-1]", 4},
-	    {3, {3, 5, 7}, "[2,0]", 5}, {3, {3, 5, 7}, "[0,1,2]", 7}, {2, {1023, 37}, "[0]", 1},
+	    {1, {1}, "[]", 1},
+	    {1, {7}, "0", 1},
+	    {1, {1023}, "[-1]", 1},
+	    {2, {7, 1023}, "[1]", 2},
+	    {2, {7, 1023}, "[0]", 1},
+	    {2, {7, 1023}, "[]", 3},
+	    {3, {3, 5, 7}, "[1]", 2},
+	    {3, {3, 5, 7}, "[0]", 1},
+	    {3, {3, 5, 7}, "[-1]", 4},
+	    {3, {3, 5, 7}, "[2,0]", 5},
+	    {3, {3, 5, 7}, "[0,1,2]", 7},
+	    {2, {1023, 37}, "[0]", 1},
 	};
 	static const char *const ops[] = {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"};
 	int ncase = 0;
@@ -1493,13 +1501,14 @@ reductions(void)
 				size_t m = 0;
 				for (int d = 0; d < cases[ci].r; d++) {
 					m += (size_t)snprintf(ish + m, sizeof ish - m, "%s%lld",
-					                      d ? "," : "", (long long)cases[ci].dims[d]);
+					                      d ? "," : "",
+					                      (long long)cases[ci].dims[d]);
 					n *= cases[ci].dims[d];
 					if (!(cases[ci].mask >> d & 1))
 						nout *= cases[ci].dims[d];
 				}
-				reduced_shape(cases[ci].dims, cases[ci].r, cases[ci].mask, keep, osh,
-				              sizeof osh);
+				reduced_shape(cases[ci].dims, cases[ci].r, cases[ci].mask, keep,
+				              osh, sizeof osh);
 				snprintf(attr, sizeof attr,
 				         "[{\"name\":\"enable_atomic_add\",\"value\":true},"
 				         "{\"name\":\"keep_dims\",\"value\":%s},{\"name\":\"axis\","
@@ -1508,7 +1517,8 @@ reductions(void)
 				G g = {0};
 				K k;
 				g_in(&g, "x", dt, ish);
-				g_opa(&g, ops[oi], attr, "y", dt, osh, 1, T("x", dt, ish), NULL, NULL);
+				g_opa(&g, ops[oi], attr, "y", dt, osh, 1, T("x", dt, ish), NULL,
+				      NULL);
 				g_out(&g, "y", dt, osh);
 				bool built = build(&k, &g, "Fused_Reduce", &host, NULL, true);
 				OKF(built, "%s %s [%s] axis %s", ops[oi], dt, ish, cases[ci].axis);
@@ -1543,15 +1553,17 @@ reductions(void)
 				int bad = 0;
 				double worst = 0;
 				for (int64_t i = 0; i < nout; i++) {
-					double got = half ? h2f(((uint16_t *)o1)[i]) : ((float *)o1)[i];
-					double tol = half ? 2e-3 * (fabs(ref[i]) + 4) : 2e-6 * (fabs(ref[i]) + 1);
+					double got =
+					    half ? h2f(((uint16_t *)o1)[i]) : ((float *)o1)[i];
+					double tol = half ? 2e-3 * (fabs(ref[i]) + 4)
+					                  : 2e-6 * (fabs(ref[i]) + 1);
 					double e = fabs(got - ref[i]);
 					if (e > tol)
 						bad++;
 					worst = e > worst ? e : worst;
 				}
-				OKF(bad == 0, "%s %s [%s] axis %s keep %d: %d bad (max err %g)", ops[oi],
-				    dt, ish, cases[ci].axis, keep, bad, worst);
+				OKF(bad == 0, "%s %s [%s] axis %s keep %d: %d bad (max err %g)",
+				    ops[oi], dt, ish, cases[ci].axis, keep, bad, worst);
 				/* a last-axis float reduction is a vectorised reassoc loop */
 				if (!half && oi == 0 && cases[ci].r == 2 && cases[ci].mask == 2)
 					OKF(k.art.ir && strstr(k.art.ir, "fadd reassoc <"),
@@ -1571,10 +1583,11 @@ reduce_v2_and_ints(void)
 		G g = {0};
 		K k;
 		g_in(&g, "x", "int32", "3,5,7");
-		g_opa(&g, ops[oi], "[{\"name\":\"keep_dims\",\"value\":false}]", "y", "int32", "3,7",
-		      2, T("x", "int32", "3,5,7"),
-		      "{\"data_type\":\"int64\",\"shape\":[1],\"tensor_name\":\"ax\",\"value\":[-2]}",
-		      NULL);
+		g_opa(
+		    &g, ops[oi], "[{\"name\":\"keep_dims\",\"value\":false}]", "y", "int32", "3,7",
+		    2, T("x", "int32", "3,5,7"),
+		    "{\"data_type\":\"int64\",\"shape\":[1],\"tensor_name\":\"ax\",\"value\":[-2]}",
+		    NULL);
 		g_out(&g, "y", "int32", "3,7");
 		OKF(build(&k, &g, "Fused_ReduceInt", &host, NULL, true), "%s int32", ops[oi]);
 		if (!k.fn) {
@@ -1617,15 +1630,18 @@ softmax(void)
 		char sh[32], sh1[32];
 		snprintf(sh, sizeof sh, "%d,%d", R, Cn);
 		snprintf(sh1, sizeof sh1, "%d,1", R);
-		const char *ax = "[{\"name\":\"axis\",\"value\":[-1]},{\"name\":\"keep_dims\",\"value\":true}]";
+		const char *ax =
+		    "[{\"name\":\"axis\",\"value\":[-1]},{\"name\":\"keep_dims\",\"value\":true}]";
 		G g = {0};
 		K k;
 		g_in(&g, "x", "float32", sh);
-		g_opa(&g, "ReduceMax", ax, "m", "float32", sh1, 1, T("x", "float32", sh), NULL, NULL);
-		g_op(&g, "Sub", "d", "float32", sh, 2, T("x", "float32", sh), T("m", "float32", sh1),
-		     NULL);
+		g_opa(&g, "ReduceMax", ax, "m", "float32", sh1, 1, T("x", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Sub", "d", "float32", sh, 2, T("x", "float32", sh),
+		     T("m", "float32", sh1), NULL);
 		g_op(&g, "Exp", "e", "float32", sh, 1, T("d", "float32", sh), NULL, NULL);
-		g_opa(&g, "ReduceSum", ax, "s", "float32", sh1, 1, T("e", "float32", sh), NULL, NULL);
+		g_opa(&g, "ReduceSum", ax, "s", "float32", sh1, 1, T("e", "float32", sh), NULL,
+		      NULL);
 		g_op(&g, "RealDiv", "y", "float32", sh, 2, T("e", "float32", sh),
 		     T("s", "float32", sh1), NULL);
 		g_out(&g, "y", "float32", sh);
@@ -1675,27 +1691,30 @@ layernorm(void)
 		snprintf(sh1, sizeof sh1, "%d,1", R);
 		snprintf(shc, sizeof shc, "%d", Cn);
 		snprintf(inv, sizeof inv, "%.17g", 1.0 / Cn);
-		const char *ax = "[{\"name\":\"axis\",\"value\":-1},{\"name\":\"keep_dims\",\"value\":true}]";
+		const char *ax =
+		    "[{\"name\":\"axis\",\"value\":-1},{\"name\":\"keep_dims\",\"value\":true}]";
 		G g = {0};
 		K k;
 		g_in(&g, "x", "float32", sh);
 		g_in(&g, "gamma", "float32", shc);
 		g_in(&g, "beta", "float32", shc);
-		g_opa(&g, "ReduceSum", ax, "s1", "float32", sh1, 1, T("x", "float32", sh), NULL, NULL);
-		g_op(&g, "Mul", "mean", "float32", sh1, 2, T("s1", "float32", sh1), C(inv, "float32"),
-		     NULL);
+		g_opa(&g, "ReduceSum", ax, "s1", "float32", sh1, 1, T("x", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Mul", "mean", "float32", sh1, 2, T("s1", "float32", sh1),
+		     C(inv, "float32"), NULL);
 		g_op(&g, "Sub", "xc", "float32", sh, 2, T("x", "float32", sh),
 		     T("mean", "float32", sh1), NULL);
-		g_op(&g, "Mul", "sq", "float32", sh, 2, T("xc", "float32", sh), T("xc", "float32", sh),
-		     NULL);
-		g_opa(&g, "ReduceSum", ax, "s2", "float32", sh1, 1, T("sq", "float32", sh), NULL, NULL);
-		g_op(&g, "Mul", "var", "float32", sh1, 2, T("s2", "float32", sh1), C(inv, "float32"),
-		     NULL);
-		g_op(&g, "Add", "ve", "float32", sh1, 2, T("var", "float32", sh1), C("1e-5", "float32"),
-		     NULL);
+		g_op(&g, "Mul", "sq", "float32", sh, 2, T("xc", "float32", sh),
+		     T("xc", "float32", sh), NULL);
+		g_opa(&g, "ReduceSum", ax, "s2", "float32", sh1, 1, T("sq", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Mul", "var", "float32", sh1, 2, T("s2", "float32", sh1),
+		     C(inv, "float32"), NULL);
+		g_op(&g, "Add", "ve", "float32", sh1, 2, T("var", "float32", sh1),
+		     C("1e-5", "float32"), NULL);
 		g_op(&g, "Rsqrt", "rs", "float32", sh1, 1, T("ve", "float32", sh1), NULL, NULL);
-		g_op(&g, "Mul", "xn", "float32", sh, 2, T("xc", "float32", sh), T("rs", "float32", sh1),
-		     NULL);
+		g_op(&g, "Mul", "xn", "float32", sh, 2, T("xc", "float32", sh),
+		     T("rs", "float32", sh1), NULL);
 		g_op(&g, "Mul", "xg", "float32", sh, 2, T("xn", "float32", sh),
 		     T("gamma", "float32", shc), NULL);
 		g_op(&g, "Add", "y", "float32", sh, 2, T("xg", "float32", sh),
@@ -1728,7 +1747,8 @@ layernorm(void)
 			var /= Cn;
 			bad += fabs(m1[r] - mean) > 1e-6;
 			for (int c = 0; c < Cn; c++) {
-				double want = (x[r * Cn + c] - mean) / sqrt(var + 1e-5) * ga[c] + be[c];
+				double want =
+				    (x[r * Cn + c] - mean) / sqrt(var + 1e-5) * ga[c] + be[c];
 				bad += fabs(y1[r * Cn + c] - want) > 1e-5 * (1 + fabs(want));
 			}
 		}
@@ -1745,8 +1765,8 @@ layout_ops(void)
 	K k;
 	g_in(&g, "x", "float32", "3,5,7");
 	g_in(&g, "y", "float32", "3,1");
-	g_opa(&g, "Transpose", "[{\"name\":\"perm\",\"value\":[2,0,-2]}]", "t", "float32", "7,3,5", 1,
-	      T("x", "float32", "3,5,7"), NULL, NULL);
+	g_opa(&g, "Transpose", "[{\"name\":\"perm\",\"value\":[2,0,-2]}]", "t", "float32", "7,3,5",
+	      1, T("x", "float32", "3,5,7"), NULL, NULL);
 	g_opa(&g, "ExpandDims", "{\"axis\":1}", "e", "float32", "3,1,5,7", 1,
 	      T("x", "float32", "3,5,7"), NULL, NULL);
 	g_opa(&g, "Tile", "[{\"name\":\"multiples\",\"value\":[2,4]}]", "ti", "float32", "6,4", 1,
@@ -1822,12 +1842,13 @@ assign_in_place(void)
 		     NULL);
 		g_op(&g, "Add", "s", "float32", sh, 2, T("a", "float32", sh), T("b", "float32", sh),
 		     NULL);
-		g_op(&g, "Assign", "o", "float32", sh, 2, T("p", "float32", sh), T("s", "float32", sh),
+		g_op(&g, "Assign", "o", "float32", sh, 2, T("p", "float32", sh),
+		     T("s", "float32", sh), NULL);
+		g_op(&g, "Mul", "m", "float32", sh, 2, T("p", "float32", sh), C("2", "float32"),
 		     NULL);
-		g_op(&g, "Mul", "m", "float32", sh, 2, T("p", "float32", sh), C("2", "float32"), NULL);
 		/* a second write into p: the last one wins */
-		g_op(&g, "Assign", "o2", "float32", sh, 2, T("p", "float32", sh), T("m", "float32", sh),
-		     NULL);
+		g_op(&g, "Assign", "o2", "float32", sh, 2, T("p", "float32", sh),
+		     T("m", "float32", sh), NULL);
 		g_out(&g, "o", "float32", sh);
 		g_out(&g, "m", "float32", sh);
 		g_out(&g, "q", "float32", sh);
@@ -1847,7 +1868,8 @@ assign_in_place(void)
 			int bad = 0;
 			for (int i = 0; i < n; i++) {
 				float s = a[i] + b[i];
-				bad += p[i] != 2 * s || o[i] != s || m[i] != 2 * s || q[i] != p0[i] - a[i];
+				bad += p[i] != 2 * s || o[i] != s || m[i] != 2 * s ||
+				       q[i] != p0[i] - a[i];
 			}
 			OKF(bad == 0, "assign n=%d %s: %d bad", n, run ? "pool" : "serial", bad);
 			free(p), free(o), free(m), free(q);
@@ -1936,12 +1958,13 @@ matmuls(void)
 		int ba, bb; /* batch dims: a [ba?], b [bb?] (0 = none) */
 		int M, KK, N, ta, tb, half;
 	} cs[] = {
-	    {0, 0, 1, 7, 5, 0, 0, 0},   {0, 0, 7, 1023, 3, 0, 1, 0}, {0, 0, 13, 64, 17, 1, 0, 0},
-	    {0, 0, 5, 1, 9, 1, 1, 0},   {2, 0, 4, 5, 6, 0, 0, 0},    {2, 1, 3, 33, 2, 0, 1, 0},
+	    {0, 0, 1, 7, 5, 0, 0, 0},    {0, 0, 7, 1023, 3, 0, 1, 0}, {0, 0, 13, 64, 17, 1, 0, 0},
+	    {0, 0, 5, 1, 9, 1, 1, 0},    {2, 0, 4, 5, 6, 0, 0, 0},    {2, 1, 3, 33, 2, 0, 1, 0},
 	    {0, 0, 19, 100, 8, 0, 1, 1},
 	};
 	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
-		int M = cs[ci].M, KK = cs[ci].KK, N = cs[ci].N, B = cs[ci].ba > cs[ci].bb ? cs[ci].ba : cs[ci].bb;
+		int M = cs[ci].M, KK = cs[ci].KK, N = cs[ci].N,
+		    B = cs[ci].ba > cs[ci].bb ? cs[ci].ba : cs[ci].bb;
 		int Ba = cs[ci].ba ? cs[ci].ba : 1, Bb = cs[ci].bb ? cs[ci].bb : 1;
 		const char *dt = cs[ci].half ? "float16" : "float32";
 		char sa[64], sb[64], so[64], attr[256];
@@ -1962,15 +1985,17 @@ matmuls(void)
 		if (!(cs[ci].ba || cs[ci].bb))
 			B = 1;
 		snprintf(attr, sizeof attr,
-		         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\",\"value\":%s},"
-		         "{\"name\":\"dst_type\",\"value\":\"float32\"},{\"name\":\"pack_b\",\"value\":false}]",
+		         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
+		         "\"value\":%s},"
+		         "{\"name\":\"dst_type\",\"value\":\"float32\"},{\"name\":\"pack_b\","
+		         "\"value\":false}]",
 		         cs[ci].ta ? "true" : "false", cs[ci].tb ? "true" : "false");
 		G g = {0};
 		K k;
 		g_in(&g, "a", dt, sa);
 		g_in(&g, "b", dt, sb);
-		g_opa(&g, (cs[ci].ba || cs[ci].bb) ? "BatchMatMul" : "MatMul", attr, "c", "float32", so, 2,
-		      T("a", dt, sa), T("b", dt, sb), NULL);
+		g_opa(&g, (cs[ci].ba || cs[ci].bb) ? "BatchMatMul" : "MatMul", attr, "c", "float32",
+		      so, 2, T("a", dt, sa), T("b", dt, sb), NULL);
 		g_out(&g, "c", "float32", so);
 		bool built = build(&k, &g, "Fused_MatMul", &host, NULL, true);
 		OKF(built, "matmul %s x %s", sa, sb);
@@ -2005,14 +2030,17 @@ matmuls(void)
 					double acc = 0;
 					int ia = Ba > 1 ? bt : 0, ib = Bb > 1 ? bt : 0;
 					for (int q = 0; q < KK; q++) {
-						float x = cs[ci].ta ? fa[ia * M * KK + q * M + m] : fa[ia * M * KK + m * KK + q];
-						float y = cs[ci].tb ? fb[ib * KK * N + n * KK + q] : fb[ib * KK * N + q * N + n];
+						float x = cs[ci].ta ? fa[ia * M * KK + q * M + m]
+						                    : fa[ia * M * KK + m * KK + q];
+						float y = cs[ci].tb ? fb[ib * KK * N + n * KK + q]
+						                    : fb[ib * KK * N + q * N + n];
 						acc += (double)x * y;
 					}
-					bad += fabs(o1[(bt * M + m) * N + n] - acc) > 1e-5 * (1 + fabs(acc));
+					bad += fabs(o1[(bt * M + m) * N + n] - acc) >
+					       1e-5 * (1 + fabs(acc));
 				}
-		OKF(bad == 0, "matmul %s x %s (ta %d tb %d %s): %d bad", sa, sb, cs[ci].ta, cs[ci].tb, dt,
-		    bad);
+		OKF(bad == 0, "matmul %s x %s (ta %d tb %d %s): %d bad", sa, sb, cs[ci].ta,
+		    cs[ci].tb, dt, bad);
 		free(fa), free(fb), free(xa), free(xb), free(o1), free(o2);
 		unload(&k);
 	}
@@ -2026,8 +2054,8 @@ elem_any_all(void)
 		G g = {0};
 		K k;
 		g_in(&g, "x", "bool", "3,1023");
-		g_opa(&g, all ? "ElemAll" : "ElemAny", "{\"dst_type\":\"float32\"}", "y", "float32", "1",
-		      1, T("x", "bool", "3,1023"), NULL, NULL);
+		g_opa(&g, all ? "ElemAll" : "ElemAny", "{\"dst_type\":\"float32\"}", "y", "float32",
+		      "1", 1, T("x", "bool", "3,1023"), NULL, NULL);
 		g_out(&g, "y", "float32", "1");
 		OK(build(&k, &g, "Fused_ElemAny", &host, NULL, true));
 		if (!k.fn) {
@@ -2038,14 +2066,16 @@ elem_any_all(void)
 		for (int t = 0; t < 3; t++) { /* all zero, one flipped, all one */
 			memset(x, t == 2, sizeof x);
 			if (t == 1)
-				x[2000] = all ? 0 : 1, memset(x, all, 2000), memset(x + 2001, all, 1068);
+				x[2000] = all ? 0 : 1, memset(x, all, 2000),
+				memset(x + 2001, all, 1068);
 			float y1 = -1, y2 = -1;
 			void *args[] = {x, &y1};
 			void *o2 = &y2;
 			size_t ob = 4;
 			OK(run2(&k, args, 1, &o2, &ob, 1));
 			float want = all ? (t == 2 ? 1.0f : 0.0f) : (t == 0 ? 0.0f : 1.0f);
-			OKF(y1 == want, "%s case %d: %g, want %g", all ? "ElemAll" : "ElemAny", t, y1, want);
+			OKF(y1 == want, "%s case %d: %g, want %g", all ? "ElemAll" : "ElemAny", t,
+			    y1, want);
 		}
 		unload(&k);
 	}

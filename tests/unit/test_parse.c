@@ -616,13 +616,14 @@ static cJSON *
 one_op(const char *op, const char *ishape, const char *oshape, const char *attr)
 {
 	char buf[2048];
-	snprintf(buf, sizeof buf,
-	         "{'op':'k','input_desc':[[{'data_type':'float32','shape':[%s],'tensor_name':'a'}]],"
-	         "'output_desc':[{'data_type':'float32','shape':[%s],'tensor_name':'b'}],"
-	         "'op_desc':[{'name':'%s','attr':%s,'input_desc':[[{'data_type':'float32',"
-	         "'shape':[%s],'tensor_name':'a'}]],'output_desc':[{'data_type':'float32',"
-	         "'shape':[%s],'tensor_name':'b'}]}]}",
-	         ishape, oshape, op, attr, ishape, oshape);
+	snprintf(
+	    buf, sizeof buf,
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[%s],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[%s],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'%s','attr':%s,'input_desc':[[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'a'}]],'output_desc':[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'b'}]}]}",
+	    ishape, oshape, op, attr, ishape, oshape);
 	return jq(buf);
 }
 
@@ -648,8 +649,8 @@ test_reduce_layout(void)
 	jset(d, "/op_desc/0/input_desc/1",
 	     "[{'data_type':'int64','shape':[1],'tensor_name':'t','value':[1]}]");
 	expect(d, KC_OK, NULL, "v2 axis input");
-	d = jq(red_json), jset(d, "/op_desc/0/input_desc/1",
-	                       "[{'data_type':'int64','shape':[1],'tensor_name':'a'}]");
+	d = jq(red_json),
+	jset(d, "/op_desc/0/input_desc/1", "[{'data_type':'int64','shape':[1],'tensor_name':'a'}]");
 	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0", "v2 axis input without a value");
 	d = jq(red_json), jset(d, "/op_desc/0/name", "'ReduceMean'");
 	expect(d, KC_UNSUPPORTED_OP, "/op_desc/0/name", "ReduceMean is not an op");
@@ -658,8 +659,8 @@ test_reduce_layout(void)
 	       NULL, "Transpose");
 	expect(one_op("Transpose", "2,3,4", "4,2,3", "[{'name':'perm','value':[2,0,0]}]"),
 	       KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "perm not a permutation");
-	expect(one_op("Transpose", "2,3,4", "4,2,3", "null"), KC_BAD_GRAPH,
-	       "/op_desc/0/input_desc", "perm missing");
+	expect(one_op("Transpose", "2,3,4", "4,2,3", "null"), KC_BAD_GRAPH, "/op_desc/0/input_desc",
+	       "perm missing");
 	expect(one_op("Transpose", "2,3,4", "4,3,2", "[{'name':'perm','value':[2,0,1]}]"),
 	       KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Transpose shape disagrees");
 	expect(one_op("ExpandDims", "2,3", "2,3,1", "{'axis':-1}"), KC_OK, NULL, "ExpandDims -1");
@@ -691,7 +692,8 @@ test_reduce_layout(void)
 	expect(one_op("ReduceMax", "4,6", "4", "{'axis':1}"), KC_OK, NULL, "ReduceMax");
 
 	static const char onehot[] =
-	    "{'op':'k','version':2,'input_desc':[[{'data_type':'int32','shape':[3],'tensor_name':'i'}]],"
+	    "{'op':'k','version':2,'input_desc':[[{'data_type':'int32','shape':[3],'tensor_name':'"
+	    "i'}]],"
 	    "'output_desc':[{'data_type':'float32','shape':[3,4],'tensor_name':'o'}],"
 	    "'op_desc':[{'name':'OneHot','attr':[{'name':'axis','value':-1}],'input_desc':["
 	    "[{'data_type':'int32','shape':[3],'tensor_name':'i'}],"
@@ -764,7 +766,8 @@ static const char assign_json[] =
     "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
     "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'q'},"
     "{'data_type':'float32','shape':[4],'tensor_name':'o'}],"
-    "'op_desc':[{'name':'Sub','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
+    "'op_desc':[{'name':'Sub','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}]"
+    ","
     "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
     "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}]},"
     "{'name':'Assign','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
@@ -804,7 +807,8 @@ test_assign(void)
 	d = jq(assign_json), jset(d, "/op_desc/1/input_desc/1/0/shape", "[1]");
 	expect(d, KC_BAD_SHAPE, "/op_desc/1/input_desc/1/0/shape", "Assign source shape");
 	d = jq(assign_json), jset(d, "/op_desc/1/name", "'InplaceAssign'");
-	jset(d, "/op_desc/1/input_desc/2", "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]");
+	jset(d, "/op_desc/1/input_desc/2",
+	     "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]");
 	jset(d, "/op_desc/1/attr", "[{'name':'fake_output','value':true}]");
 	expect(d, KC_OK, NULL, "InplaceAssign(dst, src, depend)");
 	d = jq(assign_json), jset(d, "/op_desc/1/input_desc/2",
