@@ -694,12 +694,18 @@ def run_kernel(meta, obj, desc, seed):
                 None, True, t["data_type"])
             if not ok:
                 res["errors"].append(msg)
+    want_w = {}  # output tensor name -> the input its Assign writes
+    for op in desc["op_desc"]:
+        if op["name"] in ("Assign", "InplaceAssign"):
+            dst = data_inputs(op)[0]["tensor_name"]
+            idx = [j for j, t in enumerate(kin) if t["tensor_name"] == dst]
+            if idx:
+                want_w[op["output_desc"][0]["tensor_name"]] = idx[0]
     for a in meta.get("args", []):
         w = a.get("writes_input")
-        if w is not None and (not isinstance(w, int) or
-                              kin[w]["tensor_name"] not in written):
-            res["errors"].append("arg %d: writes_input %r names no written input"
-                                 % (a["index"], w))
+        if a["role"] == "output" and want_w.get(a["tensor_name"]) != w:
+            res["errors"].append("arg %d: writes_input %r, expected %r"
+                                 % (a["index"], w, want_w.get(a["tensor_name"])))
     for j, (o1, o2) in enumerate(zip(outs1, outs2)):
         if o1.tobytes() != o2.tobytes():
             res["notes"].append("out %d differs bitwise between serial "
