@@ -146,8 +146,8 @@ struct KcSchedule {
 /* requires: a parsed, typed IrGraph. */
 KcStatus ln_lower(Arena *a, const IrGraph *g, LoopNest **out, KcErr *err);
 /* How many stages ln_lower makes for g (what a schedule is sized by), and
- * how many of them are reductions. */
-int ln_count_stages(Arena *a, const IrGraph *g, int *nreduce);
+ * how many reductions and matmuls g has (the template classification). */
+int ln_count_stages(Arena *a, const IrGraph *g, int *nreduce, int *nmatmul);
 /* Structural checks: indices in bounds, vars bound, dtypes consistent. */
 KcStatus ln_verify(const LoopNest *ln, const char *pass, KcErr *err);
 /* Index constructors (simplifying). */

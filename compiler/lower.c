@@ -845,7 +845,7 @@ same_shape(const IrValue *a, const IrValue *b)
 typedef struct Plan {
 	bool *mat;  /* per value id */
 	int *group; /* per kernel output: its injective stage group, -1 = none */
-	int nmat, ngroups, nassign, nreduce;
+	int nmat, ngroups, nassign, nreduce, nmatmul;
 } Plan;
 
 static void
@@ -869,6 +869,7 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 		/* Concat: one stage per piece; Gather loads from a buffer */
 		if (nd->op == IR_OP_CONCAT || k == OPK_MATMUL)
 			P->mat[nd->out[0]->id] = true;
+		P->nmatmul += k == OPK_MATMUL;
 		if (nd->op == IR_OP_GATHER && nd->in[0]->kind == IRV_OP)
 			P->mat[nd->in[0]->id] = true;
 	}
@@ -898,12 +899,12 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 }
 
 int
-ln_count_stages(Arena *a, const IrGraph *g, int *nreduce)
+ln_count_stages(Arena *a, const IrGraph *g, int *nreduce, int *nmatmul)
 {
 	Plan P;
 	plan(a, g, &P);
-	if (nreduce)
-		*nreduce = P.nreduce;
+	*nreduce = P.nreduce;
+	*nmatmul = P.nmatmul;
 	return P.nmat + P.ngroups + P.nassign;
 }
 

@@ -1,10 +1,12 @@
 /* sched.c - schedules: template + knobs, their JSON form, and applying them
  * to a loop nest.
  *
- * Two templates today, chosen by classifying the graph: "injective" (every
- * stage is a perfect elementwise nest) and "reduce" (some stage is a
+ * Three templates today, chosen by classifying the graph: "injective" (every
+ * stage is a perfect elementwise nest), "reduce" (some stage is a
  * reduction: spatial loops outside, reduction loops inside; the parallel
- * loop is always a spatial one). Their knobs, global to all stages:
+ * loop is always a spatial one) and "matmul" (a MatMul: operand packing
+ * stages and a reduction stage over K; issue 4 gives it blocking knobs).
+ * Their knobs, global to all stages:
  *   vector_width    elements per vector (power of two, 1..64; 1 = scalar);
  *                   default from the target: AVX-512 16, AVX/AVX2 8, else 4
  *   unroll          interleave count of the innermost loop (1..16)
@@ -26,6 +28,7 @@
 
 #define TEMPLATE_INJECTIVE "injective"
 #define TEMPLATE_REDUCE "reduce"
+#define TEMPLATE_MATMUL "matmul"
 #define MAX_GRAIN (INT64_C(1) << 40)
 #define MIN_PAR_EXTENT 64 /* a parallel loop should have room for many threads */
 
@@ -133,9 +136,11 @@ kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget *t)
 {
 	KcSchedule *s = ARENA_NEW(c->arena, KcSchedule);
 
-	int nreduce = 0;
-	s->nstages = ln_count_stages(c->arena, g, &nreduce);
-	s->template_name = nreduce ? TEMPLATE_REDUCE : TEMPLATE_INJECTIVE;
+	int nreduce = 0, nmatmul = 0;
+	s->nstages = ln_count_stages(c->arena, g, &nreduce, &nmatmul);
+	s->template_name = nmatmul   ? TEMPLATE_MATMUL
+	                   : nreduce ? TEMPLATE_REDUCE
+	                             : TEMPLATE_INJECTIVE;
 	sched_default_knobs(t, &s->knobs);
 	s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
 	for (int i = 0; i < s->nstages; i++)
@@ -309,7 +314,8 @@ KcStatus
 sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 {
 	if (strcmp(s->template_name, TEMPLATE_INJECTIVE) != 0 &&
-	    strcmp(s->template_name, TEMPLATE_REDUCE) != 0)
+	    strcmp(s->template_name, TEMPLATE_REDUCE) != 0 &&
+	    strcmp(s->template_name, TEMPLATE_MATMUL) != 0)
 		return kc_fail(err, KC_BAD_SCHEDULE, "schedule", "unknown template '%.64s'",
 		               s->template_name);
 	if (s->nstages != ln->nstages)
