@@ -236,18 +236,45 @@ KcStatus
 kc_schedule_from_json(CompileCtx *c, const KcGraph *g, const KcTarget *t, const char *template_name,
                       const char *knobs, KcSchedule **out, KcErr *err)
 {
+	static const char *const known[] = {TEMPLATE_INJECTIVE, TEMPLATE_REDUCE, TEMPLATE_MATMUL};
 	KcSchedule *s;
 	cJSON *root = NULL;
 	KcStatus st = KC_OK;
 
 	*out = NULL;
-	s = kc_schedule_default(c, g, t);
-	if (!template_name || strcmp(template_name, s->template_name) != 0)
-		return kc_fail(err, KC_BAD_SCHEDULE, "/template",
-		               "schedule template '%.64s' does not fit this graph (it takes '%s')",
-		               template_name ? template_name : "", s->template_name);
-	if (knobs && *knobs) {
+	if (knobs && *knobs)
 		root = cJSON_Parse(knobs);
+	if (g) {
+		s = kc_schedule_default(c, g, t);
+		if (!template_name || strcmp(template_name, s->template_name) != 0) {
+			st = kc_fail(
+			    err, KC_BAD_SCHEDULE, "/template",
+			    "schedule template '%.64s' does not fit this graph (it takes '%s')",
+			    template_name ? template_name : "", s->template_name);
+			goto done;
+		}
+	} else {
+		/* no graph (a record for a workload this process has not seen):
+		 * check the template name and the knob values only */
+		size_t i = 0;
+		while (i < 3 && (!template_name || strcmp(template_name, known[i]) != 0))
+			i++;
+		if (i == 3) {
+			st = kc_fail(err, KC_BAD_SCHEDULE, "/template",
+			             "unknown schedule template '%.64s'",
+			             template_name ? template_name : "");
+			goto done;
+		}
+		const cJSON *sg = cJSON_GetObjectItemCaseSensitive(root, "stages");
+		s = ARENA_NEW(c->arena, KcSchedule);
+		s->template_name = known[i];
+		sched_default_knobs(t, &s->knobs);
+		s->nstages = cJSON_IsArray(sg) ? cJSON_GetArraySize(sg) : 0;
+		s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
+		for (int k = 0; k < s->nstages; k++)
+			s->stage[k] = s->knobs;
+	}
+	if (knobs && *knobs) {
 		if ((st = parse_knobs(root, &s->knobs, s, "/knobs", err)) != KC_OK)
 			goto done;
 	}
