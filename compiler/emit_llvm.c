@@ -48,9 +48,14 @@ typedef struct Em {
 	LLVMValueRef *bufp; /* per buffer: its pointer in the body */
 	LLVMValueRef *var;  /* per loop var: its current value */
 	LLVMValueRef *memo; /* per expr id, reset per stage */
-	LLVMValueRef acc;   /* reduction accumulator (alloca) while inside one */
+	LLVMValueRef acc;   /* register reduction accumulator (alloca) */
+	int body;           /* EB_*: what the innermost body of emit_loops does */
 	KcErr *err;
 } Em;
+
+/* Innermost bodies: a stage's stores; a register reduction's step; an
+ * outer-axis reduction's accumulator init, step and final store. */
+enum { EB_STORES, EB_REG_STEP, EB_ACC_INIT, EB_ACC_STEP, EB_ACC_FINAL };
 
 /* Float class (float16, bfloat16, float32, float64). */
 static bool
@@ -660,15 +665,57 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	LLVMBasicBlockRef pre, header, exit;
 	LLVMValueRef start, end, phi, next, br;
 
-	if (st->nred > 0 && level == st->nloops - st->nred && !E->acc) {
+	if (st->nred > 0 && level == ln_red_begin(st) && E->body == EB_STORES && st->ninner > 0) {
+		/* outer-axis: init acc, acc op= value, store acc (loops over
+		 * the inner spatial dims, which vectorise) */
+		int in = st->nloops - st->ninner;
+		bool ok;
+		E->body = EB_ACC_INIT;
+		ok = emit_loops(E, st, in, lo, hi);
+		E->body = EB_ACC_STEP;
+		ok = ok && emit_loops(E, st, level, lo, hi);
+		E->body = EB_ACC_FINAL;
+		ok = ok && emit_loops(E, st, in, lo, hi);
+		E->body = EB_STORES;
+		return ok;
+	}
+	if (level == st->nloops && st->nred > 0 && E->body != EB_STORES && E->body != EB_REG_STEP) {
+		const LnStore *sto = &st->stores[0];
+		KcDtype dt = sto->value->dtype;
+		LLVMTypeRef at = acc_type(E, st->red_op, dt);
+		LLVMValueRef p = elem_ptr(E, st->accbuf, sto->idx), a, r;
+		LLVMTypeRef mt = stype(E, E->ln->bufs[st->accbuf].dtype);
+		KC_ASSERT(mt == at);
+		if (E->body == EB_ACC_INIT) {
+			LLVMBuildStore(E->b, red_identity(E, st->red_op, dt), p);
+			return true;
+		}
+		a = LLVMBuildLoad2(E->b, at, p, "");
+		if (E->body == EB_ACC_FINAL) {
+			r = at != ctype(E, dt) ? LLVMBuildFPTrunc(E->b, a, ctype(E, dt), "") : a;
+			emit_store(E, sto->buf, sto->idx, r);
+			return true;
+		}
+		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+		LLVMValueRef v = emit_expr(E, sto->value);
+		if (!v)
+			return false;
+		if (at != LLVMTypeOf(v))
+			v = LLVMBuildFPExt(E->b, v, at, "");
+		LLVMBuildStore(E->b, red_combine(E, st->red_op, dt, a, v), p);
+		return true;
+	}
+	if (st->nred > 0 && level == ln_red_begin(st) && E->body == EB_STORES) {
 		const LnStore *sto = &st->stores[0];
 		KcDtype dt = sto->value->dtype;
 		LLVMTypeRef at = acc_type(E, st->red_op, dt);
 		LLVMValueRef acc = entry_alloca(E, at);
 		LLVMBuildStore(E->b, red_identity(E, st->red_op, dt), acc);
 		E->acc = acc;
+		E->body = EB_REG_STEP;
 		bool ok = emit_loops(E, st, level, lo, hi);
 		E->acc = NULL;
+		E->body = EB_STORES;
 		if (!ok)
 			return false;
 		LLVMValueRef r = LLVMBuildLoad2(E->b, at, acc, "");
@@ -677,7 +724,7 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 		emit_store(E, sto->buf, sto->idx, r);
 		return true;
 	}
-	if (level == st->nloops && st->nred > 0) {
+	if (level == st->nloops && E->body == EB_REG_STEP) {
 		const LnStore *sto = &st->stores[0];
 		KcDtype dt = sto->value->dtype;
 		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);

@@ -96,15 +96,21 @@ typedef struct LnStore {
 #define LN_MAX_LOOPS (KC_MAX_RANK + 2)
 
 /* A stage is a perfect loop nest. Injective (nred == 0): every store runs
- * at every point. Reduction (nred > 0): the last nred loops are reduction
- * loops, the others spatial; there is one store, whose index uses only the
- * spatial vars, and its value is combined with red_op (ADD, MUL, MAXIMUM,
- * MINIMUM; float max/min propagate NaN) over the reduction loops into an
- * accumulator in the compute type of the store's dtype (float16/bfloat16/
- * float32 accumulate in f32, float64 in f64, integers in their type),
- * initialised to red_op's identity and stored after the reduction loops.
- * Only spatial loops may be parallel. Stages run in order, each its own
- * parallel region, so a stage may read any buffer an earlier one wrote. */
+ * at every point. Reduction (nred > 0): loops are [outer spatial][nred
+ * reduction loops][ninner inner spatial]; there is one store, whose index
+ * uses only the spatial vars, and its value is combined with red_op (ADD,
+ * MUL, MAXIMUM, MINIMUM; float max/min propagate NaN) over the reduction
+ * loops into an accumulator initialised to red_op's identity and stored
+ * after the reduction loops. With ninner == 0 (the reduced dims include
+ * the contiguous one) the accumulator is a register and the innermost
+ * (reduction) loop vectorises with reassoc; with ninner > 0 (an outer-axis
+ * reduction) it is the workspace accbuf, indexed like the store, and the
+ * innermost (spatial, contiguous) loop vectorises: init acc, then
+ * acc[i] op= value over the reduction loops, then store acc. Accumulator
+ * types: float32 sums/products f64, float16/bfloat16 f32, others their
+ * own. Only spatial loops may be parallel. Stages run in order, each its
+ * own parallel region, so a stage may read any buffer an earlier one
+ * wrote. */
 typedef struct LnStage {
 	const char *name;
 	int nloops;
@@ -112,9 +118,25 @@ typedef struct LnStage {
 	int nstores;
 	LnStore *stores;
 	int64_t grain; /* elements per task, at least (parallel) */
-	int nred;      /* trailing reduction loops (0: injective) */
+	int nred;      /* reduction loops (0: injective) */
+	int ninner;    /* spatial loops inside the reduction loops */
+	int accbuf;    /* ninner > 0: the accumulator workspace */
 	IrOp red_op;   /* reduction: the combining op */
 } LnStage;
+
+/* The first reduction loop of a stage (nloops when injective). */
+static inline int
+ln_red_begin(const LnStage *st)
+{
+	return st->nloops - st->ninner - st->nred;
+}
+
+/* Is loop l of st a spatial (not a reduction) loop? */
+static inline bool
+ln_loop_spatial(const LnStage *st, int l)
+{
+	return l < ln_red_begin(st) || l >= st->nloops - st->ninner;
+}
 
 typedef struct LoopNest {
 	Arena *arena;

@@ -794,12 +794,16 @@ collapse(LoopNest *ln, LnStage *st)
 		}
 		if (pinned[p] || pinned[p + 1])
 			can = false;
-		if (st->nred > 0 && p + 1 == st->nloops - st->nred)
+		if (st->nred > 0 && ln_loop_spatial(st, p) != ln_loop_spatial(st, p + 1))
 			can = false; /* never merge a spatial loop with a reduction loop */
+		if (st->nred > 0 && p + 1 == st->nloops - st->ninner && st->ninner > 0)
+			can = false; /* nor the outer spatial loops with the inner ones */
 		if (!can)
 			continue;
-		if (p >= st->nloops - st->nred)
+		if (!ln_loop_spatial(st, p))
 			st->nred--; /* two reduction loops become one */
+		else if (st->nred > 0 && p >= st->nloops - st->ninner)
+			st->ninner--;
 		/* merge loops p and p+1 into one var w = v_p * E_{p+1} + v_{p+1} */
 		int64_t e1 = st->loops[p + 1].extent;
 		int w = ln_var_new(ln, st->loops[p].extent * e1);
@@ -1010,6 +1014,19 @@ red_combine(IrOp op)
  * kept dims (outer, input order), reduction loops over the reduced dims
  * (inner, input order, so reducing the last axis makes the innermost loop
  * the contiguous one). */
+static int workspace_raw(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
+
+/* The accumulator dtype of a reduction to dt (see loopnest.h). */
+static KcDtype
+acc_dtype(IrOp red_op, KcDtype dt)
+{
+	if (dt == KC_DT_FLOAT32 && (red_op == IR_OP_ADD || red_op == IR_OP_MUL))
+		return KC_DT_FLOAT64;
+	if (dt == KC_DT_FLOAT16 || dt == KC_DT_BFLOAT16)
+		return KC_DT_FLOAT32;
+	return dt;
+}
+
 static KcStatus
 reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 {
@@ -1017,15 +1034,24 @@ reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 	const IrValue *u = nd->in[0], *v = nd->out[0];
 	LnIdx *idx[KC_MAX_RANK], *sp[KC_MAX_RANK];
 	int64_t spshape[KC_MAX_RANK];
-	bool red[KC_MAX_RANK] = {false};
-	int nsp = 0;
+	bool red[KC_MAX_RANK] = {false}, inner = false;
+	int nsp = 0, lastred = -1;
 
 	for (int a = 0; a < nd->attrs.naxis; a++)
 		red[nd->attrs.axis[a]] = true;
-	for (int pass = 0; pass < 2; pass++) {
+	for (int k = 0; k < u->rank; k++)
+		if (red[k] && u->shape[k] > 1)
+			lastred = k;
+	/* an outer-axis reduction: kept dims inside the last reduced one */
+	for (int k = lastred + 1; k < u->rank && lastred >= 0; k++)
+		inner |= u->shape[k] > 1;
+	for (int pass = 0; pass < 3; pass++) {
 		int before = st->nloops;
 		for (int k = 0; k < u->rank; k++) {
-			if (red[k] != (pass == 1))
+			bool here = pass == 1   ? red[k]
+			            : pass == 0 ? !red[k] && (!inner || k < lastred)
+			                        : !red[k] && inner && k > lastred;
+			if (!here)
 				continue;
 			if (u->shape[k] == 1) {
 				idx[k] = ln_idx_const(ln, 0);
@@ -1035,24 +1061,35 @@ reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 				l->extent = u->shape[k];
 				idx[k] = ln_idx_var(ln, l->var);
 			}
-			if (pass == 0) {
-				sp[nsp] = idx[k];
-				spshape[nsp++] = u->shape[k];
-			}
 		}
-		if (pass == 0 && st->nloops == 0) { /* a full reduction: one 1-trip loop */
+		if (pass == 0 && st->nloops == 0 &&
+		    !inner) { /* a full reduction: one 1-trip loop */
 			st->loops[0].var = ln_var_new(ln, 1);
 			st->loops[0].extent = 1;
 			st->nloops = 1;
 		}
 		if (pass == 1)
 			st->nred = st->nloops - before;
+		if (pass == 2)
+			st->ninner = st->nloops - before;
 	}
+	for (int k = 0; k < u->rank; k++)
+		if (!red[k]) {
+			sp[nsp] = idx[k];
+			spshape[nsp++] = u->shape[k];
+		}
 	st->red_op = red_combine(nd->op);
 	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
 	st->nstores = 1;
 	st->stores[0].buf = buf;
 	st->stores[0].idx = nsp ? linearize(ln, sp, spshape, nsp) : ln_idx_const(ln, 0);
+	st->accbuf = -1;
+	if (st->nred == 0)
+		st->ninner = 0; /* nothing to reduce: an injective stage */
+	if (st->ninner > 0)
+		st->accbuf = workspace_raw(
+		    ln, arena_printf(ln->arena, "%s:acc", v->tensor_name ? v->tensor_name : "?"),
+		    acc_dtype(st->red_op, v->dtype), v->numel);
 	LnExpr *e = value_at(L, u, idx);
 	if (!e)
 		return L->err->status;
@@ -1204,7 +1241,7 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 	plan(ar, g, &P);
 	ln->arena = ar;
 	ln->nbufs = g->ninputs + g->noutputs;
-	ln->bufs = ARENA_ARRAY(ar, LnBuf, ln->nbufs + P.nmat + 1);
+	ln->bufs = ARENA_ARRAY(ar, LnBuf, ln->nbufs + 2 * P.nmat + 1); /* + accumulators */
 	for (int i = 0; i < ln->nbufs; i++) {
 		const IrValue *v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
 		LnBuf *b = &ln->bufs[i];
@@ -1412,6 +1449,11 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 	for (int s = 0; s < ln->nstages; s++) {
 		const LnStage *st = &ln->stages[s];
 		int npar = 0, nsp = st->nloops - st->nred;
+		if (st->nred > 0 && st->ninner > 0 &&
+		    (st->ninner >= st->nloops || st->accbuf < 0 || st->accbuf >= ln->nbufs ||
+		     ln->bufs[st->accbuf].arg >= 0 ||
+		     ln->bufs[st->accbuf].numel < ln->bufs[st->stores[0].buf].numel))
+			return kc_fail(err, KC_CODEGEN, pass, "stage %d: bad accumulator", s);
 		memset(bound, 0, sizeof(bool) * (size_t)ln->nvars);
 		if (st->nloops < 1 || st->nloops > LN_MAX_LOOPS)
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d has %d loops", s,
@@ -1430,10 +1472,10 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 			if ((lp->kind & LNL_PARALLEL) && ++npar > 1)
 				return kc_fail(err, KC_CODEGEN, pass,
 				               "two parallel loops in stage %d", s);
-			if ((lp->kind & LNL_PARALLEL) && l >= nsp)
+			if ((lp->kind & LNL_PARALLEL) && !ln_loop_spatial(st, l))
 				return kc_fail(err, KC_CODEGEN, pass,
 				               "stage %d: a reduction loop is parallel", s);
-			if (l < nsp)
+			if (ln_loop_spatial(st, l))
 				bound[lp->var] = true;
 		}
 		for (int i = 0; i < st->nstores; i++) {
@@ -1453,7 +1495,7 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 				return kc_fail(err, KC_CODEGEN, pass,
 				               "store out of bounds of buffer %d", sto->buf);
 		}
-		for (int l = nsp; l < st->nloops; l++)
+		for (int l = 0; l < st->nloops; l++)
 			bound[st->loops[l].var] = true;
 		for (int i = 0; i < st->nstores; i++)
 			if (verify_expr(ln, st->stores[i].value, bound, written, pass, err))

@@ -113,12 +113,14 @@ ln_print(const LoopNest *ln, KcBuf *out)
 		if (st->nred > 0)
 			kc_buf_printf(out, " reduce %s over %d loop%s", ir_op_info[st->red_op].name,
 			              st->nred, st->nred > 1 ? "s" : "");
+		if (st->nred > 0 && st->ninner > 0)
+			kc_buf_printf(out, " (accumulator b%d)", st->accbuf);
 		kc_buf_puts(out, ":\n");
 		for (int l = 0; l < st->nloops; l++) {
 			const LnLoop *lp = &st->loops[l];
 			kc_buf_printf(out, "%*sfor v%d in 0..%lld", 2 * l + 2, "", lp->var,
 			              (long long)lp->extent);
-			if (l >= st->nloops - st->nred)
+			if (!ln_loop_spatial(st, l))
 				kc_buf_puts(out, " reduce");
 			if (lp->kind & LNL_PARALLEL)
 				kc_buf_puts(out, " parallel");

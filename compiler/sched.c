@@ -327,10 +327,12 @@ static int
 par_loop(const LnStage *st)
 {
 	int best = 0;
-	for (int l = 0; l < st->nloops - st->nred; l++) {
+	for (int l = 0; l < st->nloops; l++) {
+		if (!ln_loop_spatial(st, l))
+			continue;
 		if (st->loops[l].extent >= MIN_PAR_EXTENT)
 			return l;
-		if (st->loops[l].extent > st->loops[best].extent)
+		if (!ln_loop_spatial(st, best) || st->loops[l].extent > st->loops[best].extent)
 			best = l;
 	}
 	return best;

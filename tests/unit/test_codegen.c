@@ -1564,6 +1564,12 @@ reductions(void)
 				}
 				OKF(bad == 0, "%s %s [%s] axis %s keep %d: %d bad (max err %g)",
 				    ops[oi], dt, ish, cases[ci].axis, keep, bad, worst);
+				/* an outer-axis reduction accumulates in a workspace row,
+				 * vectorised over the contiguous kept dim */
+				if (!half && oi == 0 && cases[ci].r == 2 && cases[ci].mask == 1)
+					OKF(strstr(k.dump.data, "(accumulator b") && k.art.ir &&
+					        strstr(k.art.ir, "x double>"),
+					    "column sum [%s] uses a vector accumulator row", ish);
 				/* a last-axis float reduction is a vectorised reassoc loop */
 				if (!half && oi == 0 && cases[ci].r == 2 && cases[ci].mask == 2)
 					OKF(k.art.ir && strstr(k.art.ir, "fadd reassoc <"),
