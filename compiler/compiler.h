@@ -61,6 +61,8 @@ typedef struct KcArgInfo {
 	const char *dtype;       /* composite spelling: "float32", "bool", ... */
 	int rank;
 	const int64_t *shape;    /* rank entries; valid while the CompileCtx lives */
+	int writes_input;        /* an output yielded by Assign/InplaceAssign: the
+	                          * kernel input the kernel writes in place; else -1 */
 } KcArgInfo;
 
 /* Workload identity: the canonical serialisation and its SHA-256. */
