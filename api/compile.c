@@ -296,7 +296,10 @@ put_args(KcBuf *b, const KcGraph *g)
 		kc_buf_puts(b, ",\"shape\":[");
 		for (int d = 0; d < ai.rank; d++)
 			kc_buf_printf(b, "%s%lld", d ? "," : "", (long long)ai.shape[d]);
-		kc_buf_puts(b, "]}");
+		kc_buf_putc(b, ']');
+		if (ai.writes_input >= 0)
+			kc_buf_printf(b, ",\"writes_input\":%d", ai.writes_input);
+		kc_buf_putc(b, '}');
 	}
 	kc_buf_putc(b, ']');
 }

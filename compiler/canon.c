@@ -6,8 +6,14 @@
  * where k is the node's index in a depth-first post-order walk that starts
  * from the kernel outputs in order and visits operands in order. That walk
  * depends only on the dataflow, so renaming tensors or reordering
- * independent op_desc entries changes nothing; ops that no output reaches
- * are dead and left out. Example (compact JSON, no spaces):
+ * independent op_desc entries changes nothing; after the outputs, the walk
+ * also starts from every Assign/InplaceAssign (their write into a kernel
+ * input is a result); other ops that no output reaches are dead and left
+ * out. Ops with semantic attrs carry them normalised, keys sorted, e.g.
+ * "attrs":{"axis":[1],"keep_dims":true} (reductions), {"perm":[...]},
+ * {"multiples":[...]}, {"begin":[...],"shrink_axis_mask":n,"strides":[...]},
+ * {"axis":[a],"depth":d} (OneHot); noise attrs never appear.
+ * Example (compact JSON, no spaces):
  *   {"kcs_workload":1,"inputs":[["float32",[16,768]]],
  *    "nodes":[{"op":"Add","in":["i0","c:float32:0x1p-1"],
  *              "out":[["float32",[16,768]]]}],"outputs":["n0.0"]}
@@ -27,17 +33,62 @@ put_type(KcBuf *b, const IrValue *v)
 	kc_buf_puts(b, "]]");
 }
 
-/* Semantic attrs, only when an op has any (none in the elementwise slice;
- * reductions will), so today's forms carry no "attrs" key at all. */
 static void
-put_attrs(KcBuf *b, const IrAttrs *a)
+put_list(KcBuf *b, const char *key, const int64_t *l, int n)
 {
-	if (a->naxis <= 0 && !a->keep_dims)
+	kc_buf_printf(b, "\"%s\":[", key);
+	for (int i = 0; i < n && i < KC_MAX_RANK; i++)
+		kc_buf_printf(b, "%s%" PRId64, i ? "," : "", l[i]);
+	kc_buf_putc(b, ']');
+}
+
+/* Semantic attrs (normalised by the parser: sorted axes, full perm, ...),
+ * keys sorted; ops without any (elementwise, Assign) carry no "attrs" key,
+ * so the forms of the elementwise slice are unchanged. */
+static void
+put_attrs(KcBuf *b, const IrNode *nd)
+{
+	const IrAttrs *a = &nd->attrs;
+
+	switch (ir_op_info[nd->op].kind) {
+	case OPK_REDUCE:
+		kc_buf_puts(b, ",\"attrs\":{");
+		put_list(b, "axis", a->axis, a->naxis);
+		kc_buf_printf(b, ",\"keep_dims\":%s}", a->keep_dims ? "true" : "false");
 		return;
-	kc_buf_puts(b, ",\"attrs\":{\"axis\":[");
-	for (int i = 0; i < a->naxis && i < KC_MAX_RANK; i++)
-		kc_buf_printf(b, "%s%" PRId64, i ? "," : "", a->axis[i]);
-	kc_buf_printf(b, "],\"keep_dims\":%s}", a->keep_dims ? "true" : "false");
+	case OPK_LAYOUT:
+		if (nd->op == IR_OP_EXPAND_DIMS) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "axis", a->axis, a->naxis);
+			kc_buf_putc(b, '}');
+		} else if (nd->op == IR_OP_TRANSPOSE || nd->op == IR_OP_TILE) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, nd->op == IR_OP_TRANSPOSE ? "perm" : "multiples", a->list,
+			         a->nlist);
+			kc_buf_putc(b, '}');
+		} else if (nd->op == IR_OP_ONE_HOT) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "axis", a->axis, a->naxis);
+			kc_buf_printf(b, ",\"depth\":%" PRId64 "}", a->list[0]);
+		} else if (nd->op == IR_OP_GATHER || nd->op == IR_OP_CONCAT) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "axis", a->axis, a->naxis);
+			kc_buf_putc(b, '}');
+		} else if (nd->op == IR_OP_STRIDED_SLICE) {
+			kc_buf_puts(b, ",\"attrs\":{");
+			put_list(b, "begin", a->begin, a->nlist);
+			kc_buf_printf(b, ",\"shrink_axis_mask\":%u,", a->shrink);
+			put_list(b, "strides", a->strides, a->nlist);
+			kc_buf_putc(b, '}');
+		}
+		return;
+	case OPK_MATMUL:
+		kc_buf_printf(b, ",\"attrs\":{\"transpose_a\":%s,\"transpose_b\":%s}",
+		              a->trans_a ? "true" : "false", a->trans_b ? "true" : "false");
+		return;
+	case OPK_ELEMWISE:
+	case OPK_ASSIGN: return;
+	}
 }
 
 /* A value's canonical reference; canon[] holds node indices (or -1). */
@@ -74,12 +125,24 @@ number_nodes(Arena *a, const IrGraph *g, int *canon, const IrNode **order)
 	const IrNode **stk = ARENA_ARRAY(a, const IrNode *, g->nnodes + 1);
 	int *next = ARENA_ARRAY(a, int, g->nnodes + 1);
 	bool *seen = ARENA_ARRAY(a, bool, g->nnodes + 1);
-	for (int o = 0; o < g->noutputs; o++) {
-		const IrValue *ov = g->outputs[o];
-		if (ov->kind != IRV_OP || seen[ov->def->id])
+	/* roots: the kernel outputs, then in-place writes (whose effect is a
+	 * result even when no output refers to them), in graph order */
+	for (int o = 0; o < g->noutputs + g->nnodes; o++) {
+		const IrNode *root;
+		if (o < g->noutputs) {
+			const IrValue *ov = g->outputs[o];
+			if (ov->kind != IRV_OP)
+				continue;
+			root = ov->def;
+		} else {
+			root = g->nodes[o - g->noutputs];
+			if (ir_op_info[root->op].kind != OPK_ASSIGN)
+				continue;
+		}
+		if (seen[root->id])
 			continue;
-		seen[ov->def->id] = true;
-		stk[sp] = ov->def;
+		seen[root->id] = true;
+		stk[sp] = root;
 		next[sp++] = 0;
 		while (sp > 0) {
 			const IrNode *nd = stk[sp - 1];
@@ -128,7 +191,7 @@ kc_workload(CompileCtx *c, const KcGraph *g, KcWorkload *out)
 			put_ref(&b, nd->in[j], canon);
 		}
 		kc_buf_putc(&b, ']');
-		put_attrs(&b, &nd->attrs);
+		put_attrs(&b, nd);
 		kc_buf_puts(&b, ",\"out\":[");
 		for (int j = 0; j < nd->nout; j++) {
 			if (j)

@@ -31,6 +31,10 @@
 #define RT_VERSION 0
 #define RT_CTX 8
 #define RT_PARALLEL_FOR 16
+#define RT_ALLOC 24
+#define RT_FREE 32
+#define WS_ALIGN 64
+#define KC_ERR_NOMEM (-2) /* a workspace could not be allocated */
 #define RT_NUM_THREADS 40
 #define CHUNK_ALIGN 64 /* elements; task boundaries of a flat loop */
 
@@ -46,8 +50,14 @@ typedef struct Em {
 	LLVMValueRef *memo; /* per expr id, reset per stage */
 	int vw;             /* vector width of the innermost loop (1: scalar) */
 	bool math_inline;   /* few math ops: inline them (see math_inline) */
+	LLVMValueRef acc;   /* register reduction accumulator (alloca) */
+	int body;           /* EB_*: what the innermost body of emit_loops does */
 	KcErr *err;
 } Em;
+
+/* Innermost bodies: a stage's stores; a register reduction's step; an
+ * outer-axis reduction's accumulator init, step and final store. */
+enum { EB_STORES, EB_REG_STEP, EB_ACC_INIT, EB_ACC_STEP, EB_ACC_FINAL };
 
 /* Float class (float16, bfloat16, float32, float64). */
 static bool
@@ -249,12 +259,36 @@ elem_ptr(Em *E, int buf, const LnIdx *idx)
 	                             "");
 }
 
-/* Loads buf[idx] and widens it to its compute type. */
+static LLVMValueRef emit_expr(Em *E, const LnExpr *e);
+
+/* Loads buf[idx] (plus the clamped data-dependent offset of a Gather) and
+ * widens it to its compute type. An index outside [0, extent) reads the
+ * nearest row: out-of-range Gather indices are clamped. */
 static LLVMValueRef
 emit_load(Em *E, const LnExpr *e)
 {
 	KcDtype dt = E->ln->bufs[e->buf].dtype;
-	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), elem_ptr(E, e->buf, e->idx), "");
+	LLVMValueRef p = elem_ptr(E, e->buf, e->idx);
+	if (e->dyn) {
+		LLVMBuilderRef b = E->b;
+		LLVMValueRef d = emit_expr(E, e->dyn);
+		if (!d)
+			return NULL;
+		unsigned w = LLVMGetIntTypeWidth(LLVMTypeOf(d));
+		if (w < 64)
+			d = is_signed(e->dyn->dtype) ? LLVMBuildSExt(b, d, E->i64, "")
+			                             : LLVMBuildZExt(b, d, E->i64, "");
+		LLVMValueRef zero = LLVMConstInt(E->i64, 0, 0);
+		LLVMValueRef hi = LLVMConstInt(E->i64, (unsigned long long)(e->dyn_extent - 1), 0);
+		if (is_signed(e->dyn->dtype))
+			d = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, d, zero, ""), zero, d,
+			                    "");
+		d = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, d, hi, ""), hi, d, "");
+		d = LLVMBuildMul(b, d, LLVMConstInt(E->i64, (unsigned long long)e->dyn_stride, 0),
+		                 "");
+		p = LLVMBuildInBoundsGEP2(b, stype(E, dt), p, &d, 1, "");
+	}
+	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), p, "");
 
 	LLVMSetAlignment(v, (unsigned)kc_dtype_info[dt].bytes);
 	if (dt == KC_DT_BOOL)
@@ -328,8 +362,6 @@ cmp(Em *E, KcDtype dt, LLVMRealPredicate fp, LLVMIntPredicate sp, LLVMIntPredica
 		return LLVMBuildFCmp(E->b, fp, a, c, "");
 	return LLVMBuildICmp(E->b, is_signed(dt) ? sp : up, a, c, "");
 }
-
-static LLVMValueRef emit_expr(Em *E, const LnExpr *e);
 
 /* Refuses a float-only op on another dtype. */
 static LLVMValueRef
@@ -477,6 +509,23 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 	case IR_OP_CAST: return cast(E, a[0], at, dt);
 	case IR_OP_BROADCAST_TO:
 	case IR_OP_RESHAPE:
+	case IR_OP_EXPAND_DIMS:
+	case IR_OP_TRANSPOSE:
+	case IR_OP_TILE:
+	case IR_OP_STRIDED_SLICE:
+	case IR_OP_REDUCE_SUM:
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_REDUCE_PROD:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(!"layout op in a loop body");
@@ -498,7 +547,15 @@ emit_expr(Em *E, const LnExpr *e)
 		else
 			v = LLVMConstInt(ctype(E, e->dtype), (unsigned long long)e->ival, 1);
 		break;
-	case LNE_LOAD: v = emit_load(E, e); break;
+	case LNE_LOAD:
+		if (!(v = emit_load(E, e)))
+			return NULL;
+		break;
+	case LNE_INDEX:
+		v = emit_idx(E, e->idx);
+		if (LLVMGetIntTypeWidth(ctype(E, e->dtype)) < 64)
+			v = LLVMBuildTrunc(E->b, v, ctype(E, e->dtype), "");
+		break;
 	case LNE_OP:
 		for (int i = 0; i < e->nargs; i++)
 			if (!(a[i] = emit_expr(E, e->args[i])))
@@ -548,7 +605,84 @@ loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)
 	                LLVMMetadataAsValue(E->ctx, node));
 }
 
-/* Emits loops[level..] around the stores; the parallel loop runs [lo, hi). */
+/* The accumulator type of a reduction to dtype dt: float32 sums and
+ * products accumulate in f64 (a [*, 30000] row sum in f32 loses ~1e-4
+ * relative to the f64 reference, and the loop is load-bound anyway);
+ * everything else in its compute type (float16/bfloat16 in f32). */
+static LLVMTypeRef
+acc_type(Em *E, IrOp op, KcDtype dt)
+{
+	if (dt == KC_DT_FLOAT32 && (op == IR_OP_ADD || op == IR_OP_MUL))
+		return E->f64;
+	return ctype(E, dt);
+}
+
+/* The identity of a reduction's combining op, in its accumulator type. */
+static LLVMValueRef
+red_identity(Em *E, IrOp op, KcDtype dt)
+{
+	LLVMTypeRef t = acc_type(E, op, dt);
+	bool fl = is_float(dt), sg = is_signed(dt);
+	unsigned w = fl ? 0 : LLVMGetIntTypeWidth(t);
+
+	if (op == IR_OP_ADD)
+		return LLVMConstNull(t);
+	if (op == IR_OP_MUL)
+		return fl ? LLVMConstReal(t, 1) : LLVMConstInt(t, 1, 0);
+	bool max = op == IR_OP_MAXIMUM;
+	if (fl)
+		return LLVMConstReal(t, max ? -1.0 / 0.0 : 1.0 / 0.0);
+	if (sg) /* INT_MIN for max, INT_MAX for min */
+		return LLVMConstInt(t, max ? 1ull << (w - 1) : (1ull << (w - 1)) - 1, 0);
+	return max ? LLVMConstNull(t) : LLVMConstAllOnes(t);
+}
+
+/* acc (op) v for a reduction; float add/mul carry the reassoc fast-math
+ * flag so the vectoriser may keep partial sums in vector lanes; float
+ * max/min are llvm.maximum/minimum (NaN-propagating, as numpy). */
+static LLVMValueRef
+red_combine(Em *E, IrOp op, KcDtype dt, LLVMValueRef acc, LLVMValueRef v)
+{
+	LLVMBuilderRef b = E->b;
+	LLVMValueRef r, a[2] = {acc, v};
+
+	if (is_float(dt)) {
+		if (op == IR_OP_ADD || op == IR_OP_MUL) {
+			r = op == IR_OP_ADD ? LLVMBuildFAdd(b, acc, v, "")
+			                    : LLVMBuildFMul(b, acc, v, "");
+			LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
+			return r;
+		}
+		return math_intrinsic(b, op == IR_OP_MAXIMUM ? "llvm.maximum" : "llvm.minimum", a,
+		                      2);
+	}
+	if (op == IR_OP_ADD)
+		return LLVMBuildAdd(b, acc, v, "");
+	if (op == IR_OP_MUL)
+		return LLVMBuildMul(b, acc, v, "");
+	return emit_maxmin(E, op == IR_OP_MAXIMUM, dt, acc, v);
+}
+
+/* An alloca in the current function's entry block. */
+static LLVMValueRef
+entry_alloca(Em *E, LLVMTypeRef t)
+{
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(E->ctx);
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(E->fn);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, entry);
+	LLVMValueRef a = LLVMBuildAlloca(b, t, "acc");
+	LLVMDisposeBuilder(b);
+	return a;
+}
+
+/* Emits loops[level..] around the stores; the parallel loop runs [lo, hi).
+ * In a reduction stage, the accumulator is set to the identity before the
+ * first reduction loop, combined in the innermost body and stored after
+ * the reduction loops. */
 static bool
 emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi)
 {
@@ -556,9 +690,84 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	LLVMBasicBlockRef pre, header, exit;
 	LLVMValueRef start, end, phi, next, br;
 
-	if (level == st->nloops) {
+	if (level == st->nloops) { /* every innermost body: the math call width */
 		const LnLoop *in = level ? &st->loops[level - 1] : NULL;
 		E->vw = in && (in->kind & LNL_VECTORIZED) && in->width > 1 ? in->width : 1;
+	}
+	if (st->nred > 0 && level == ln_red_begin(st) && E->body == EB_STORES && st->ninner > 0) {
+		/* outer-axis: init acc, acc op= value, store acc (loops over
+		 * the inner spatial dims, which vectorise) */
+		int in = st->nloops - st->ninner;
+		bool ok;
+		E->body = EB_ACC_INIT;
+		ok = emit_loops(E, st, in, lo, hi);
+		E->body = EB_ACC_STEP;
+		ok = ok && emit_loops(E, st, level, lo, hi);
+		E->body = EB_ACC_FINAL;
+		ok = ok && emit_loops(E, st, in, lo, hi);
+		E->body = EB_STORES;
+		return ok;
+	}
+	if (level == st->nloops && st->nred > 0 && E->body != EB_STORES && E->body != EB_REG_STEP) {
+		const LnStore *sto = &st->stores[0];
+		KcDtype dt = sto->value->dtype;
+		LLVMTypeRef at = acc_type(E, st->red_op, dt);
+		LLVMValueRef p = elem_ptr(E, st->accbuf, sto->idx), a, r;
+		LLVMTypeRef mt = stype(E, E->ln->bufs[st->accbuf].dtype);
+		KC_ASSERT(mt == at);
+		if (E->body == EB_ACC_INIT) {
+			LLVMBuildStore(E->b, red_identity(E, st->red_op, dt), p);
+			return true;
+		}
+		a = LLVMBuildLoad2(E->b, at, p, "");
+		if (E->body == EB_ACC_FINAL) {
+			r = at != ctype(E, dt) ? LLVMBuildFPTrunc(E->b, a, ctype(E, dt), "") : a;
+			emit_store(E, sto->buf, sto->idx, r);
+			return true;
+		}
+		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+		LLVMValueRef v = emit_expr(E, sto->value);
+		if (!v)
+			return false;
+		if (at != LLVMTypeOf(v))
+			v = LLVMBuildFPExt(E->b, v, at, "");
+		LLVMBuildStore(E->b, red_combine(E, st->red_op, dt, a, v), p);
+		return true;
+	}
+	if (st->nred > 0 && level == ln_red_begin(st) && E->body == EB_STORES) {
+		const LnStore *sto = &st->stores[0];
+		KcDtype dt = sto->value->dtype;
+		LLVMTypeRef at = acc_type(E, st->red_op, dt);
+		LLVMValueRef acc = entry_alloca(E, at);
+		LLVMBuildStore(E->b, red_identity(E, st->red_op, dt), acc);
+		E->acc = acc;
+		E->body = EB_REG_STEP;
+		bool ok = emit_loops(E, st, level, lo, hi);
+		E->acc = NULL;
+		E->body = EB_STORES;
+		if (!ok)
+			return false;
+		LLVMValueRef r = LLVMBuildLoad2(E->b, at, acc, "");
+		if (at != ctype(E, dt))
+			r = LLVMBuildFPTrunc(E->b, r, ctype(E, dt), "");
+		emit_store(E, sto->buf, sto->idx, r);
+		return true;
+	}
+	if (level == st->nloops && E->body == EB_REG_STEP) {
+		const LnStore *sto = &st->stores[0];
+		KcDtype dt = sto->value->dtype;
+		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+		LLVMValueRef v = emit_expr(E, sto->value);
+		if (!v)
+			return false;
+		LLVMTypeRef at = acc_type(E, st->red_op, dt);
+		LLVMValueRef a = LLVMBuildLoad2(E->b, at, E->acc, "");
+		if (at != LLVMTypeOf(v))
+			v = LLVMBuildFPExt(E->b, v, at, "");
+		LLVMBuildStore(E->b, red_combine(E, st->red_op, dt, a, v), E->acc);
+		return true;
+	}
+	if (level == st->nloops) {
 		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
 		for (int i = 0; i < st->nstores; i++) {
 			LLVMValueRef v = emit_expr(E, st->stores[i].value);
@@ -704,6 +913,65 @@ rt_field(Em *E, LLVMValueRef rt, int off, LLVMTypeRef t)
 	return LLVMBuildLoad2(E->b, t, p, "");
 }
 
+/* Internal helpers of the entry:
+ *   ptr SYMBOL.ws_alloc(ptr rt, i64 bytes)  rt->alloc(ctx, bytes, 64), or
+ *                                           malloc when rt or rt->alloc is NULL
+ *   void SYMBOL.ws_free(ptr rt, ptr p)      rt->free(ctx, p), or free */
+static void
+emit_ws_helpers(Em *E, const char *symbol, LLVMValueRef *alloc_fn, LLVMValueRef *free_fn)
+{
+	LLVMBuilderRef b = E->b;
+	char name[256];
+	LLVMTypeRef malloc_ty = LLVMFunctionType(E->ptr, &E->i64, 1, 0);
+	LLVMTypeRef free_ty = LLVMFunctionType(E->vd, &E->ptr, 1, 0);
+	LLVMValueRef mal = LLVMGetNamedFunction(E->mod, "malloc");
+	LLVMValueRef fre = LLVMGetNamedFunction(E->mod, "free");
+	if (!mal)
+		mal = LLVMAddFunction(E->mod, "malloc", malloc_ty);
+	if (!fre)
+		fre = LLVMAddFunction(E->mod, "free", free_ty);
+
+	for (int which = 0; which < 2; which++) {
+		LLVMTypeRef pt[2] = {E->ptr, which ? E->ptr : E->i64};
+		LLVMTypeRef fty = LLVMFunctionType(which ? E->vd : E->ptr, pt, 2, 0);
+		snprintf(name, sizeof name, "%s.%s", symbol, which ? "ws_free" : "ws_alloc");
+		LLVMValueRef fn = LLVMAddFunction(E->mod, name, fty);
+		LLVMSetLinkage(fn, LLVMInternalLinkage);
+		add_attr(E, fn, LLVMAttributeFunctionIndex, "nounwind");
+		LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(E->ctx, fn, "entry");
+		LLVMBasicBlockRef hasrt = LLVMAppendBasicBlockInContext(E->ctx, fn, "rt");
+		LLVMBasicBlockRef viart = LLVMAppendBasicBlockInContext(E->ctx, fn, "via_rt");
+		LLVMBasicBlockRef libc = LLVMAppendBasicBlockInContext(E->ctx, fn, "libc");
+		LLVMValueRef rt = LLVMGetParam(fn, 0), x = LLVMGetParam(fn, 1);
+		LLVMPositionBuilderAtEnd(b, entry);
+		LLVMBuildCondBr(b, LLVMBuildIsNull(b, rt, ""), libc, hasrt);
+		LLVMPositionBuilderAtEnd(b, hasrt);
+		LLVMValueRef f = rt_field(E, rt, which ? RT_FREE : RT_ALLOC, E->ptr);
+		LLVMBuildCondBr(b, LLVMBuildIsNull(b, f, ""), libc, viart);
+		LLVMPositionBuilderAtEnd(b, viart);
+		LLVMValueRef cx = rt_field(E, rt, RT_CTX, E->ptr);
+		if (which) {
+			LLVMTypeRef ft[2] = {E->ptr, E->ptr};
+			LLVMValueRef a[2] = {cx, x};
+			LLVMBuildCall2(b, LLVMFunctionType(E->vd, ft, 2, 0), f, a, 2, "");
+			LLVMBuildRetVoid(b);
+		} else {
+			LLVMTypeRef ft[3] = {E->ptr, E->i64, E->i64};
+			LLVMValueRef a[3] = {cx, x, LLVMConstInt(E->i64, WS_ALIGN, 0)};
+			LLVMBuildRet(
+			    b, LLVMBuildCall2(b, LLVMFunctionType(E->ptr, ft, 3, 0), f, a, 3, ""));
+		}
+		LLVMPositionBuilderAtEnd(b, libc);
+		if (which) {
+			LLVMBuildCall2(b, free_ty, fre, &x, 1, "");
+			LLVMBuildRetVoid(b);
+		} else {
+			LLVMBuildRet(b, LLVMBuildCall2(b, malloc_ty, mal, &x, 1, ""));
+		}
+		*(which ? free_fn : alloc_fn) = fn;
+	}
+}
+
 KcStatus
 emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *err)
 {
@@ -771,10 +1039,18 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	LLVMPositionBuilderAtEnd(b, entry);
 	LLVMValueRef clo = LLVMBuildArrayAlloca(
 	    b, E->ptr, LLVMConstInt(E->i32, (unsigned)ln->nbufs + 1, 0), "closure");
+	LLVMValueRef retv = LLVMBuildAlloca(b, E->i32, "ret");
+	int nws = 0;
 	for (int i = 0; i < ln->nbufs; i++) {
-		LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)ln->bufs[i].arg, 0);
-		LLVMValueRef p = LLVMBuildLoad2(
-		    b, E->ptr, LLVMBuildInBoundsGEP2(b, E->ptr, args, &idx, 1, ""), "");
+		LLVMValueRef p, idx;
+		if (ln->bufs[i].arg < 0) { /* a workspace: allocated below */
+			p = LLVMConstNull(E->ptr);
+			nws++;
+		} else {
+			idx = LLVMConstInt(E->i64, (unsigned long long)ln->bufs[i].arg, 0);
+			p = LLVMBuildLoad2(b, E->ptr,
+			                   LLVMBuildInBoundsGEP2(b, E->ptr, args, &idx, 1, ""), "");
+		}
 		idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
 		LLVMBuildStore(b, p, LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, ""));
 	}
@@ -793,6 +1069,39 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	LLVMAddIncoming(nth, &one, &entry, 1);
 	LLVMAddIncoming(nth, &nth_rt, &hasrt, 1);
 	nth = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, nth, one, ""), one, nth, "");
+
+	/* every exit after this point goes through `cleanup`, which frees the
+	 * workspaces (NULL slots are fine) and returns *retv */
+	LLVMBasicBlockRef cleanup = LLVMAppendBasicBlockInContext(E->ctx, fn, "cleanup");
+	LLVMValueRef ws_alloc = NULL, ws_free = NULL;
+	LLVMTypeRef wsa_ty = NULL, wsf_ty = NULL;
+	if (nws > 0) {
+		LLVMBasicBlockRef here = LLVMGetInsertBlock(b);
+		emit_ws_helpers(E, symbol, &ws_alloc, &ws_free);
+		E->fn = fn;
+		LLVMPositionBuilderAtEnd(b, here);
+		wsa_ty = LLVMGlobalGetValueType(ws_alloc);
+		wsf_ty = LLVMGlobalGetValueType(ws_free);
+		for (int i = 0; i < ln->nbufs; i++) {
+			if (ln->bufs[i].arg >= 0)
+				continue;
+			uint64_t bytes = (uint64_t)ln->bufs[i].numel *
+			                 (uint64_t)kc_dtype_info[ln->bufs[i].dtype].bytes;
+			LLVMValueRef a[2] = {rt, LLVMConstInt(E->i64, bytes ? bytes : 1, 0)};
+			LLVMValueRef p = LLVMBuildCall2(b, wsa_ty, ws_alloc, a, 2, "ws");
+			LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
+			LLVMBuildStore(b, p, LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, ""));
+			LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(E->ctx, fn, "ws_ok");
+			LLVMBasicBlockRef bad =
+			    LLVMAppendBasicBlockInContext(E->ctx, fn, "ws_fail");
+			LLVMBuildCondBr(b, LLVMBuildIsNull(b, p, ""), bad, ok);
+			LLVMPositionBuilderAtEnd(b, bad);
+			LLVMBuildStore(b, LLVMConstInt(E->i32, (unsigned long long)KC_ERR_NOMEM, 1),
+			               retv);
+			LLVMBuildBr(b, cleanup);
+			LLVMPositionBuilderAtEnd(b, ok);
+		}
+	}
 
 	LLVMTypeRef pf_args[4] = {E->ptr, E->ptr, E->ptr, E->i64};
 	LLVMTypeRef pf_ty = LLVMFunctionType(E->i32, pf_args, 4, 0);
@@ -837,10 +1146,23 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 		LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, r, LLVMConstInt(E->i32, 0, 0), ""),
 		                fail, next);
 		LLVMPositionBuilderAtEnd(b, fail);
-		LLVMBuildRet(b, r);
+		LLVMBuildStore(b, r, retv);
+		LLVMBuildBr(b, cleanup);
 		LLVMPositionBuilderAtEnd(b, next);
 	}
-	LLVMBuildRet(b, LLVMConstInt(E->i32, 0, 0));
+	LLVMBuildStore(b, LLVMConstInt(E->i32, 0, 0), retv);
+	LLVMBuildBr(b, cleanup);
+	LLVMPositionBuilderAtEnd(b, cleanup);
+	for (int i = 0; i < ln->nbufs && nws > 0; i++) {
+		if (ln->bufs[i].arg >= 0)
+			continue;
+		LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
+		LLVMValueRef a[2] = {
+		    rt, LLVMBuildLoad2(b, E->ptr,
+		                       LLVMBuildInBoundsGEP2(b, E->ptr, clo, &idx, 1, ""), "")};
+		LLVMBuildCall2(b, wsf_ty, ws_free, a, 2, "");
+	}
+	LLVMBuildRet(b, LLVMBuildLoad2(b, E->i32, retv, ""));
 done:
 	LLVMDisposeBuilder(E->b);
 	return st;

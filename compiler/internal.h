@@ -16,7 +16,10 @@
 /* ---- ops (ops.def) ------------------------------------------------------ */
 typedef enum IrOpKind {
 	OPK_ELEMWISE, /* pointwise over numpy-broadcast operands */
-	OPK_LAYOUT,   /* pure index remapping (Reshape, BroadcastTo) */
+	OPK_LAYOUT,   /* pure index remapping (Reshape, BroadcastTo, Transpose, ...) */
+	OPK_REDUCE,   /* ReduceSum/Max/Min/Prod over attrs.axis */
+	OPK_ASSIGN,   /* Assign(dst, src), InplaceAssign(dst, src, depend) */
+	OPK_MATMUL,   /* MatMul/BatchMatMul: [..., M, K] x [..., K, N] */
 } IrOpKind;
 
 enum {
@@ -90,12 +93,30 @@ typedef struct IrValue {
 } IrValue;
 
 /* Semantic attributes, normalised by the parser (noise attrs dropped).
- * Ops of the elementwise slice carry none: Cast's dst_type, Reshape's and
- * BroadcastTo's shape are the output's dtype/shape. Later ops add fields. */
+ * Elementwise ops carry none: Cast's dst_type, Reshape's and BroadcastTo's
+ * shape are the output's dtype/shape.
+ *   Reduce*     axis: sorted, distinct, in [0, rank) ([] / absent = all);
+ *               keep_dims
+ *   ExpandDims  axis[0] in [0, rank] of the output
+ *   Transpose   list = perm (out dim k reads input dim perm[k])
+ *   Tile        list = multiples, one per output dim
+ *   StridedSlice begin/strides per input dim (normalised: in range,
+ *               strides >= 1), shrink = shrink_axis_mask (those dims are
+ *               dropped from the output; begin is the index read)
+ *   OneHot      axis[0] = the new dim's position in the output, list[0] =
+ *               depth
+ *   Gather      axis[0] in [0, rank of params)
+ *   Concat      axis[0] in [0, rank)
+ *   MatMul      trans_a, trans_b (the output dtype is dst_type) */
 typedef struct IrAttrs {
 	int naxis;
 	int64_t axis[KC_MAX_RANK];
 	bool keep_dims;
+	int nlist;
+	int64_t list[KC_MAX_RANK];
+	int64_t begin[KC_MAX_RANK], strides[KC_MAX_RANK];
+	unsigned shrink;
+	bool trans_a, trans_b;
 } IrAttrs;
 
 struct IrNode {

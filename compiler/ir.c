@@ -111,6 +111,9 @@ kc_graph_arg(const KcGraph *g, int i, KcArgInfo *out)
 	out->dtype = kc_dtype_info[v->dtype].name;
 	out->rank = v->rank;
 	out->shape = v->shape;
+	out->writes_input = -1;
+	if (out->is_output && v->kind == IRV_OP && ir_op_info[v->def->op].kind == OPK_ASSIGN)
+		out->writes_input = v->def->in[0]->input_index;
 }
 
 /* ---- dump ----------------------------------------------------------------- */

@@ -33,7 +33,7 @@ struct LnIdx {
 };
 
 /* ---- value expressions -------------------------------------------------- */
-typedef enum LnExprKind { LNE_CONST, LNE_LOAD, LNE_OP } LnExprKind;
+typedef enum LnExprKind { LNE_CONST, LNE_LOAD, LNE_OP, LNE_INDEX } LnExprKind;
 
 typedef struct LnExpr LnExpr;
 struct LnExpr {
@@ -43,9 +43,14 @@ struct LnExpr {
 	/* CONST */
 	double fval;
 	int64_t ival;
-	/* LOAD */
+	/* LOAD: buf[idx], or, when dyn is set (a data-dependent load: Gather),
+	 * buf[idx + clamp(dyn, 0, dyn_extent - 1) * dyn_stride] where dyn is an
+	 * integer expression. INDEX: the value of idx as dtype (an integer;
+	 * OneHot compares with it). */
 	int buf;
 	LnIdx *idx;
+	struct LnExpr *dyn;
+	int64_t dyn_stride, dyn_extent;
 	/* OP: an elementwise IrOp (never a layout op), incl. CAST and SELECT */
 	IrOp op;
 	int nargs;
@@ -53,12 +58,16 @@ struct LnExpr {
 };
 
 /* ---- buffers, loops, stages ---------------------------------------------- */
+/* A buffer: a kernel argument (arg >= 0) or a workspace (arg == -1) that
+ * the entry allocates with rt->alloc (malloc when rt is NULL) before the
+ * first stage and frees after the last one, on every path. */
 typedef struct LnBuf {
 	const char *name;
 	KcDtype dtype;
 	int64_t numel;
-	int arg; /* index into the kernel's args array */
-	bool is_output;
+	int arg;        /* index into the kernel's args array; -1 = workspace */
+	bool is_output; /* a kernel output */
+	bool inplace;   /* a kernel input written by Assign/InplaceAssign */
 } LnBuf;
 
 /* Loop annotations are flags: a single flat loop can be both split among
@@ -86,6 +95,22 @@ typedef struct LnStore {
 
 #define LN_MAX_LOOPS (KC_MAX_RANK + 2)
 
+/* A stage is a perfect loop nest. Injective (nred == 0): every store runs
+ * at every point. Reduction (nred > 0): loops are [outer spatial][nred
+ * reduction loops][ninner inner spatial]; there is one store, whose index
+ * uses only the spatial vars, and its value is combined with red_op (ADD,
+ * MUL, MAXIMUM, MINIMUM; float max/min propagate NaN) over the reduction
+ * loops into an accumulator initialised to red_op's identity and stored
+ * after the reduction loops. With ninner == 0 (the reduced dims include
+ * the contiguous one) the accumulator is a register and the innermost
+ * (reduction) loop vectorises with reassoc; with ninner > 0 (an outer-axis
+ * reduction) it is the workspace accbuf, indexed like the store, and the
+ * innermost (spatial, contiguous) loop vectorises: init acc, then
+ * acc[i] op= value over the reduction loops, then store acc. Accumulator
+ * types: float32 sums/products f64, float16/bfloat16 f32, others their
+ * own. Only spatial loops may be parallel. Stages run in order, each its
+ * own parallel region, so a stage may read any buffer an earlier one
+ * wrote. */
 typedef struct LnStage {
 	const char *name;
 	int nloops;
@@ -93,7 +118,25 @@ typedef struct LnStage {
 	int nstores;
 	LnStore *stores;
 	int64_t grain; /* elements per task, at least (parallel) */
+	int nred;      /* reduction loops (0: injective) */
+	int ninner;    /* spatial loops inside the reduction loops */
+	int accbuf;    /* ninner > 0: the accumulator workspace */
+	IrOp red_op;   /* reduction: the combining op */
 } LnStage;
+
+/* The first reduction loop of a stage (nloops when injective). */
+static inline int
+ln_red_begin(const LnStage *st)
+{
+	return st->nloops - st->ninner - st->nred;
+}
+
+/* Is loop l of st a spatial (not a reduction) loop? */
+static inline bool
+ln_loop_spatial(const LnStage *st, int l)
+{
+	return l < ln_red_begin(st) || l >= st->nloops - st->ninner;
+}
 
 typedef struct LoopNest {
 	Arena *arena;
@@ -121,9 +164,12 @@ struct KcSchedule {
 	const char *knobs_json;    /* canonical, in the arena */
 };
 
-/* ---- lower.c: IrGraph -> LoopNest (injective stages) --------------------- */
+/* ---- lower.c: IrGraph -> LoopNest (a sequence of stages) ----------------- */
 /* requires: a parsed, typed IrGraph. */
 KcStatus ln_lower(Arena *a, const IrGraph *g, LoopNest **out, KcErr *err);
+/* How many stages ln_lower makes for g (what a schedule is sized by), and
+ * how many reductions and matmuls g has (the template classification). */
+int ln_count_stages(Arena *a, const IrGraph *g, int *nreduce, int *nmatmul);
 /* Structural checks: indices in bounds, vars bound, dtypes consistent. */
 KcStatus ln_verify(const LoopNest *ln, const char *pass, KcErr *err);
 /* Index constructors (simplifying). */

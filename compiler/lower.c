@@ -1,14 +1,25 @@
-/* lower.c - IrGraph -> LoopNest: one "injective" stage per group of kernel
- * outputs sharing a shape.
+/* lower.c - IrGraph -> LoopNest: a sequence of stages.
  *
- * Each output's value is built by inlining the graph at a multi-dimensional
- * index (one LnIdx per dim), memoised per (value, index) so shared
- * subexpressions stay shared DAG nodes. Broadcasting drops leading dims and
- * maps size-1 dims to 0; Reshape linearises the index and delinearises it
- * into the operand's shape, and the index simplifier folds
- * linearize(delinearize(f, S), S) back to f. Finally adjacent loops are
+ * A plan picks the values that are materialised (a buffer and a stage of
+ * their own): reduction results, Concat results, computed Gather params
+ * and the sources of in-place writes. Stages: (1) the materialised values
+ * in graph order, writing their kernel output or a workspace; (2) one
+ * injective stage per group of the remaining kernel outputs sharing a
+ * shape; (3) one copy stage per Assign/InplaceAssign, last. Every other
+ * value is inlined into the stage that needs it.
+ *
+ * Inlining builds an output's value at a multi-dimensional index (one LnIdx
+ * per dim), memoised per (value, index) so shared subexpressions stay
+ * shared DAG nodes; a materialised value is a load from its buffer.
+ * Broadcasting drops leading dims and maps size-1 dims to 0; Reshape and
+ * ExpandDims linearise the index and delinearise it into the operand's
+ * shape (the simplifier folds linearize(delinearize(f, S), S) back to f);
+ * Transpose permutes, Tile takes the index modulo, StridedSlice is
+ * begin + i * stride; OneHot compares the indices with the index value;
+ * Gather is a clamped data-dependent load. Finally adjacent loops are
  * collapsed wherever every index agrees (dim merging), so a same-shape
- * chain is one flat loop and [16,768] + [768] is rows x 768.
+ * chain is one flat loop and [16,768] + [768] is rows x 768; a reduction
+ * stage never merges a spatial loop with a reduction loop.
  *
  * The simplifying index constructors live here too (ln_idx_*).
  */
@@ -368,6 +379,8 @@ typedef struct Lower {
 	const IrGraph *g;
 	Memo **memo; /* per IrValue id; reset per stage */
 	KcErr *err;
+	int *matbuf;         /* per IrValue id: the buffer holding it, or -1 */
+	const IrValue *self; /* the materialised value the stage computes */
 } Lower;
 
 /* A fresh expression node with the next dense id. */
@@ -460,6 +473,110 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 
 	KC_ASSERT(nd->nin <= 3);
 	switch (nd->op) {
+	case IR_OP_TRANSPOSE: {
+		const IrValue *u = nd->in[0];
+		for (int k = 0; k < v->rank; k++)
+			j[nd->attrs.list[k]] = idx[k];
+		LnExpr *e = value_at(L, u, j);
+		return e ? coerce(ln, e, v->dtype) : NULL;
+	}
+	case IR_OP_TILE: {
+		const IrValue *u = nd->in[0];
+		int off = v->rank - u->rank;
+		for (int k = 0; k < u->rank; k++)
+			j[k] = u->shape[k] == 1 ? ln_idx_const(ln, 0)
+			                        : ln_idx_mod(ln, idx[k + off], u->shape[k]);
+		LnExpr *e = value_at(L, u, j);
+		return e ? coerce(ln, e, v->dtype) : NULL;
+	}
+	case IR_OP_STRIDED_SLICE: {
+		const IrValue *u = nd->in[0];
+		int o = 0;
+		for (int k = 0; k < u->rank; k++) {
+			LnIdx *b = ln_idx_const(ln, nd->attrs.begin[k]);
+			if (nd->attrs.shrink >> k & 1) {
+				j[k] = b;
+				continue;
+			}
+			KC_ASSERT(o < v->rank);
+			j[k] = ln_idx_add(ln, b, ln_idx_mul(ln, idx[o++], nd->attrs.strides[k]));
+		}
+		LnExpr *e = value_at(L, u, j);
+		return e ? coerce(ln, e, v->dtype) : NULL;
+	}
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN: {
+		/* the value is src (Assign) or depend (InplaceAssign); the write
+		 * into dst is a copy stage of its own (ln_lower) */
+		LnExpr *e = value_at(L, nd->in[nd->op == IR_OP_ASSIGN ? 1 : 2], idx);
+		return e ? coerce(ln, e, v->dtype) : NULL;
+	}
+	case IR_OP_ONE_HOT: {
+		/* indices[idx without the new dim] == idx[axis] ? on : off */
+		const IrValue *ix = nd->in[0];
+		int ax = (int)nd->attrs.axis[0];
+		for (int k = 0, q = 0; k < v->rank; k++)
+			if (k != ax)
+				j[q++] = idx[k];
+		if (ix->rank == 1 && v->rank == 1) /* indices [1], a depth-only output */
+			j[0] = ln_idx_const(ln, 0);
+		LnExpr *c[3];
+		c[0] = value_at(L, ix, j);
+		if (!c[0])
+			return NULL;
+		c[1] = expr_new(ln, LNE_INDEX, ix->dtype);
+		c[1]->idx = idx[ax];
+		c[0] = expr_op(ln, IR_OP_EQUAL, KC_DT_BOOL, 2, c);
+		c[1] = operand_at(L, v, nd->in[1], idx);
+		c[2] = operand_at(L, v, nd->in[2], idx);
+		if (!c[1] || !c[2])
+			return NULL;
+		c[1] = coerce(ln, c[1], v->dtype);
+		c[2] = coerce(ln, c[2], v->dtype);
+		return expr_op(ln, IR_OP_SELECT, v->dtype, 3, c);
+	}
+	case IR_OP_GATHER: {
+		/* params[idx[:ax], clamp(indices[idx[ax:ax+ri]]), idx[ax+ri:]] */
+		const IrValue *pa = nd->in[0], *ix = nd->in[1];
+		int ax = (int)nd->attrs.axis[0], ri = ix->rank;
+		LnIdx *jj[KC_MAX_RANK];
+		int64_t stride = 1;
+		for (int d = 0; d < ri; d++)
+			jj[d] = idx[ax + d];
+		LnExpr *iv = value_at(L, ix, jj);
+		if (!iv)
+			return NULL;
+		for (int d = 0; d < pa->rank; d++) {
+			j[d] = d < ax ? idx[d] : d == ax ? ln_idx_const(ln, 0) : idx[d - 1 + ri];
+			if (d > ax)
+				stride *= pa->shape[d];
+		}
+		int buf = pa->kind == IRV_INPUT ? pa->input_index : L->matbuf[pa->id];
+		if (buf < 0) {
+			kc_fail(L->err, KC_CODEGEN, "lower", "Gather params are not in a buffer");
+			return NULL;
+		}
+		LnExpr *e = expr_new(ln, LNE_LOAD, pa->dtype);
+		e->buf = buf;
+		e->idx = linearize(ln, j, pa->shape, pa->rank);
+		e->dyn = iv;
+		e->dyn_stride = stride;
+		e->dyn_extent = pa->shape[ax];
+		return coerce(ln, e, v->dtype);
+	}
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_REDUCE_SUM:
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_REDUCE_PROD:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
+		kc_fail(L->err, KC_CODEGEN, "lower", "%s result %s was not materialised",
+		        ir_op_info[nd->op].name, v->tensor_name ? v->tensor_name : "?");
+		return NULL;
+	case IR_OP_EXPAND_DIMS:
 	case IR_OP_RESHAPE: {
 		const IrValue *u = nd->in[0];
 		if (u->numel != v->numel) {
@@ -536,19 +653,25 @@ value_at(Lower *L, const IrValue *v, LnIdx **idx)
 		if (k == v->rank)
 			return m->e;
 	}
-	switch (v->kind) {
-	case IRV_INPUT:
+	if (v->kind == IRV_OP && L->matbuf[v->id] >= 0 && v != L->self) {
+		/* computed by an earlier stage: read its buffer */
 		e = expr_new(ln, LNE_LOAD, v->dtype);
-		e->buf = v->input_index;
+		e->buf = L->matbuf[v->id];
 		e->idx = linearize(ln, idx, v->shape, v->rank);
-		break;
-	case IRV_CONST:
-		e = expr_new(ln, LNE_CONST, v->dtype);
-		e->fval = v->fval;
-		e->ival = v->ival;
-		break;
-	case IRV_OP: e = node_at(L, v, idx); break;
-	}
+	} else
+		switch (v->kind) {
+		case IRV_INPUT:
+			e = expr_new(ln, LNE_LOAD, v->dtype);
+			e->buf = v->input_index;
+			e->idx = linearize(ln, idx, v->shape, v->rank);
+			break;
+		case IRV_CONST:
+			e = expr_new(ln, LNE_CONST, v->dtype);
+			e->fval = v->fval;
+			e->ival = v->ival;
+			break;
+		case IRV_OP: e = node_at(L, v, idx); break;
+		}
 	if (!e)
 		return NULL;
 	if (ln->nexprs > MAX_EXPRS) { /* views can defeat sharing in odd graphs */
@@ -625,10 +748,12 @@ collect_loads(LnExpr *e, bool *seen, IdxRef *refs, int *n, int cap)
 	if (seen[e->id])
 		return;
 	seen[e->id] = true;
-	if (e->kind == LNE_LOAD) {
+	if (e->kind == LNE_LOAD || e->kind == LNE_INDEX) {
 		KC_ASSERT(*n < cap);
 		refs[(*n)++].slot = &e->idx;
 	}
+	if (e->kind == LNE_LOAD && e->dyn)
+		collect_loads(e->dyn, seen, refs, n, cap);
 	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
 			collect_loads(e->args[i], seen, refs, n, cap);
@@ -669,8 +794,16 @@ collapse(LoopNest *ln, LnStage *st)
 		}
 		if (pinned[p] || pinned[p + 1])
 			can = false;
+		if (st->nred > 0 && ln_loop_spatial(st, p) != ln_loop_spatial(st, p + 1))
+			can = false; /* never merge a spatial loop with a reduction loop */
+		if (st->nred > 0 && p + 1 == st->nloops - st->ninner && st->ninner > 0)
+			can = false; /* nor the outer spatial loops with the inner ones */
 		if (!can)
 			continue;
+		if (!ln_loop_spatial(st, p))
+			st->nred--; /* two reduction loops become one */
+		else if (st->nred > 0 && p >= st->nloops - st->ninner)
+			st->ninner--;
 		/* merge loops p and p+1 into one var w = v_p * E_{p+1} + v_{p+1} */
 		int64_t e1 = st->loops[p + 1].extent;
 		int w = ln_var_new(ln, st->loops[p].extent * e1);
@@ -710,16 +843,405 @@ same_shape(const IrValue *a, const IrValue *b)
 	       memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank) == 0;
 }
 
+/* Values that get a buffer and a stage of their own: reduction results,
+ * and the computed sources of in-place writes (the write-back then copies a
+ * finished buffer, so it can never race with reads of the old value). */
+typedef struct Plan {
+	bool *mat;  /* per value id */
+	int *group; /* per kernel output: its injective stage group, -1 = none */
+	int nmat, ngroups, nassign, nreduce, nmatmul;
+} Plan;
+
+static void
+plan(Arena *a, const IrGraph *g, Plan *P)
+{
+	memset(P, 0, sizeof *P);
+	P->mat = ARENA_ARRAY(a, bool, g->nvalues + 1);
+	P->group = ARENA_ARRAY(a, int, g->noutputs + 1);
+	for (int n = 0; n < g->nnodes; n++) {
+		const IrNode *nd = g->nodes[n];
+		IrOpKind k = ir_op_info[nd->op].kind;
+		if (k == OPK_REDUCE && !P->mat[nd->out[0]->id]) {
+			P->mat[nd->out[0]->id] = true;
+			P->nreduce++;
+		}
+		if (k == OPK_ASSIGN) {
+			P->nassign++;
+			if (nd->in[1]->kind == IRV_OP)
+				P->mat[nd->in[1]->id] = true;
+		}
+		/* Concat: one stage per piece; Gather loads from a buffer */
+		if (nd->op == IR_OP_CONCAT || k == OPK_MATMUL)
+			P->mat[nd->out[0]->id] = true;
+		P->nmatmul += k == OPK_MATMUL;
+		if (nd->op == IR_OP_GATHER && nd->in[0]->kind == IRV_OP)
+			P->mat[nd->in[0]->id] = true;
+	}
+	for (int v = 0; v < g->nvalues; v++) {
+		const IrNode *nd = P->mat[v] ? g->values[v]->def : NULL;
+		if (!nd)
+			continue;
+		if (nd->op == IR_OP_CONCAT)
+			P->nmat += nd->nin;
+		else if (ir_op_info[nd->op].kind == OPK_MATMUL) /* + operand packs */
+			P->nmat += 1 + nd->attrs.trans_a + !nd->attrs.trans_b;
+		else
+			P->nmat++;
+	}
+	/* the other outputs: one stage per shape, in order of first appearance */
+	for (int o = 0; o < g->noutputs; o++) {
+		const IrValue *v = g->outputs[o];
+		P->group[o] = -1;
+		if (v->kind == IRV_OP && P->mat[v->id])
+			continue;
+		for (int q = 0; q < o && P->group[o] < 0; q++)
+			if (P->group[q] >= 0 && same_shape(g->outputs[q], v))
+				P->group[o] = P->group[q];
+		if (P->group[o] < 0)
+			P->group[o] = P->ngroups++;
+	}
+}
+
+int
+ln_count_stages(Arena *a, const IrGraph *g, int *nreduce, int *nmatmul)
+{
+	Plan P;
+	plan(a, g, &P);
+	*nreduce = P.nreduce;
+	*nmatmul = P.nmatmul;
+	return P.nmat + P.ngroups + P.nassign;
+}
+
+/* Loops over v's shape (size-1 dims get none; a scalar one 1-trip loop);
+ * idx[] receives the index of every dim. */
+static void
+shape_loops(LoopNest *ln, LnStage *st, const IrValue *v, LnIdx **idx)
+{
+	for (int k = 0; k < v->rank; k++) {
+		if (v->shape[k] == 1) {
+			idx[k] = ln_idx_const(ln, 0);
+			continue;
+		}
+		LnLoop *l = &st->loops[st->nloops++];
+		l->var = ln_var_new(ln, v->shape[k]);
+		l->extent = v->shape[k];
+		idx[k] = ln_idx_var(ln, l->var);
+	}
+	if (st->nloops == 0) { /* a scalar: one trip */
+		st->loops[0].var = ln_var_new(ln, 1);
+		st->loops[0].extent = 1;
+		st->nloops = 1;
+	}
+}
+
+static LnStage *
+stage_new(Lower *L, int s)
+{
+	LnStage *st = &L->ln->stages[s];
+	memset(L->memo, 0, sizeof(Memo *) * (size_t)L->g->nvalues);
+	L->self = NULL;
+	st->name = arena_printf(L->ln->arena, "s%d", s);
+	st->grain = 1;
+	return st;
+}
+
+/* The combining op of a reduction. */
+static IrOp
+red_combine(IrOp op)
+{
+	switch (op) {
+	case IR_OP_REDUCE_SUM: return IR_OP_ADD;
+	case IR_OP_REDUCE_PROD: return IR_OP_MUL;
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_ELEM_ANY: return IR_OP_MAXIMUM; /* of (x != 0) */
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_ELEM_ALL: return IR_OP_MINIMUM;
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+	case IR_OP_MUL:
+	case IR_OP_REAL_DIV:
+	case IR_OP_DIV:
+	case IR_OP_MAXIMUM:
+	case IR_OP_MINIMUM:
+	case IR_OP_POW:
+	case IR_OP_NEG:
+	case IR_OP_ABS:
+	case IR_OP_EXP:
+	case IR_OP_LOG:
+	case IR_OP_SQRT:
+	case IR_OP_RSQRT:
+	case IR_OP_RECIPROCAL:
+	case IR_OP_TANH:
+	case IR_OP_ERF:
+	case IR_OP_SQUARE:
+	case IR_OP_FLOOR:
+	case IR_OP_ROUND:
+	case IR_OP_SIGN:
+	case IR_OP_GREATER:
+	case IR_OP_GREATER_EQUAL:
+	case IR_OP_LESS:
+	case IR_OP_LESS_EQUAL:
+	case IR_OP_EQUAL:
+	case IR_OP_NOT_EQUAL:
+	case IR_OP_LOGICAL_AND:
+	case IR_OP_LOGICAL_OR:
+	case IR_OP_LOGICAL_NOT:
+	case IR_OP_IS_NAN:
+	case IR_OP_IS_INF:
+	case IR_OP_IS_FINITE:
+	case IR_OP_SELECT:
+	case IR_OP_CAST:
+	case IR_OP_BROADCAST_TO:
+	case IR_OP_RESHAPE:
+	case IR_OP_EXPAND_DIMS:
+	case IR_OP_TRANSPOSE:
+	case IR_OP_TILE:
+	case IR_OP_STRIDED_SLICE:
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_COUNT: break;
+	}
+	KC_ASSERT(0 && "not a reduction");
+	return IR_OP_COUNT;
+}
+
+/* The stage of reduction node nd into buffer buf: spatial loops over the
+ * kept dims (outer, input order), reduction loops over the reduced dims
+ * (inner, input order, so reducing the last axis makes the innermost loop
+ * the contiguous one). */
+static int workspace_raw(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
+
+/* The accumulator dtype of a reduction to dt (see loopnest.h). */
+static KcDtype
+acc_dtype(IrOp red_op, KcDtype dt)
+{
+	if (dt == KC_DT_FLOAT32 && (red_op == IR_OP_ADD || red_op == IR_OP_MUL))
+		return KC_DT_FLOAT64;
+	if (dt == KC_DT_FLOAT16 || dt == KC_DT_BFLOAT16)
+		return KC_DT_FLOAT32;
+	return dt;
+}
+
+static KcStatus
+reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *u = nd->in[0], *v = nd->out[0];
+	LnIdx *idx[KC_MAX_RANK], *sp[KC_MAX_RANK];
+	int64_t spshape[KC_MAX_RANK];
+	bool red[KC_MAX_RANK] = {false}, inner = false;
+	int nsp = 0, lastred = -1;
+
+	for (int a = 0; a < nd->attrs.naxis; a++)
+		red[nd->attrs.axis[a]] = true;
+	for (int k = 0; k < u->rank; k++)
+		if (red[k] && u->shape[k] > 1)
+			lastred = k;
+	/* an outer-axis reduction: kept dims inside the last reduced one */
+	for (int k = lastred + 1; k < u->rank && lastred >= 0; k++)
+		inner |= u->shape[k] > 1;
+	for (int pass = 0; pass < 3; pass++) {
+		int before = st->nloops;
+		for (int k = 0; k < u->rank; k++) {
+			bool here = pass == 1   ? red[k]
+			            : pass == 0 ? !red[k] && (!inner || k < lastred)
+			                        : !red[k] && inner && k > lastred;
+			if (!here)
+				continue;
+			if (u->shape[k] == 1) {
+				idx[k] = ln_idx_const(ln, 0);
+			} else {
+				LnLoop *l = &st->loops[st->nloops++];
+				l->var = ln_var_new(ln, u->shape[k]);
+				l->extent = u->shape[k];
+				idx[k] = ln_idx_var(ln, l->var);
+			}
+		}
+		if (pass == 0 && st->nloops == 0 &&
+		    !inner) { /* a full reduction: one 1-trip loop */
+			st->loops[0].var = ln_var_new(ln, 1);
+			st->loops[0].extent = 1;
+			st->nloops = 1;
+		}
+		if (pass == 1)
+			st->nred = st->nloops - before;
+		if (pass == 2)
+			st->ninner = st->nloops - before;
+	}
+	for (int k = 0; k < u->rank; k++)
+		if (!red[k]) {
+			sp[nsp] = idx[k];
+			spshape[nsp++] = u->shape[k];
+		}
+	st->red_op = red_combine(nd->op);
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = nsp ? linearize(ln, sp, spshape, nsp) : ln_idx_const(ln, 0);
+	st->accbuf = -1;
+	if (st->nred == 0)
+		st->ninner = 0; /* nothing to reduce: an injective stage */
+	if (st->ninner > 0)
+		st->accbuf = workspace_raw(
+		    ln, arena_printf(ln->arena, "%s:acc", v->tensor_name ? v->tensor_name : "?"),
+		    acc_dtype(st->red_op, v->dtype), v->numel);
+	LnExpr *e = value_at(L, u, idx);
+	if (!e)
+		return L->err->status;
+	if (nd->op == IR_OP_ELEM_ANY || nd->op == IR_OP_ELEM_ALL) { /* x != 0 */
+		LnExpr *c[2] = {e, expr_new(ln, LNE_CONST, u->dtype)};
+		e = expr_op(ln, IR_OP_NOT_EQUAL, KC_DT_BOOL, 2, c);
+	}
+	st->stores[0].value = coerce(ln, e, v->dtype);
+	return KC_OK;
+}
+
+/* A new workspace buffer. */
+static int
+workspace_raw(LoopNest *ln, const char *name, KcDtype dt, int64_t numel)
+{
+	LnBuf *b = &ln->bufs[ln->nbufs];
+	b->name = name;
+	b->dtype = dt;
+	b->numel = numel;
+	b->arg = -1;
+	return ln->nbufs++;
+}
+
+/* The index of operand u's element [batch..., r, c] of a MatMul whose
+ * output has rank vr: u's batch dims align right with the output's and
+ * broadcast; (r, c) are u's last two dims as stored. */
+static void
+mm_operand_idx(LoopNest *ln, const IrValue *u, int vr, LnIdx **bidx, LnIdx *r, LnIdx *c, LnIdx **j)
+{
+	int nb = u->rank - 2, off = (vr - 2) - nb;
+	for (int d = 0; d < nb; d++)
+		j[d] = u->shape[d] == 1 ? ln_idx_const(ln, 0) : bidx[d + off];
+	j[nb] = r;
+	j[nb + 1] = c;
+}
+
+/* Packs operand u (stored [..., X, K] when !k_last, i.e. [..., K, X]) into
+ * a workspace laid out [batch..., X, K] (k contiguous) with its own
+ * injective stage. Returns the buffer. */
+static int
+mm_pack(Lower *L, const IrValue *u, int *s)
+{
+	LoopNest *ln = L->ln;
+	IrValue pk = *u; /* the packed shape: last two dims swapped */
+	LnIdx *idx[KC_MAX_RANK], *j[KC_MAX_RANK];
+	pk.shape[u->rank - 2] = u->shape[u->rank - 1];
+	pk.shape[u->rank - 1] = u->shape[u->rank - 2];
+	int buf = workspace_raw(
+	    ln, arena_printf(ln->arena, "%s:packed", u->tensor_name ? u->tensor_name : "?"),
+	    u->dtype, u->numel);
+	LnStage *st = stage_new(L, (*s)++);
+	shape_loops(ln, st, &pk, idx);
+	for (int d = 0; d < u->rank - 2; d++)
+		j[d] = idx[d];
+	j[u->rank - 2] = idx[u->rank - 1];
+	j[u->rank - 1] = idx[u->rank - 2];
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = linearize(ln, idx, pk.shape, pk.rank);
+	st->stores[0].value = value_at(L, u, j);
+	if (!st->stores[0].value)
+		return -1;
+	collapse(ln, st);
+	return buf;
+}
+
+/* MatMul/BatchMatMul into buf: operands that are not k-contiguous are
+ * packed first (transpose_a: a; !transpose_b: b), then one reduction
+ * stage: spatial loops over the output [batch..., M, N], the reduction loop
+ * over K innermost, so both operands stream contiguously and the loop
+ * vectorises as a dot product. (Issue 4's templates replace this with
+ * register blocking; it is the correct baseline.) */
+static KcStatus
+matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
+	int vr = v->rank, pa = -1, pb = -1;
+	int64_t K = nd->attrs.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+	LnIdx *idx[KC_MAX_RANK], *ja[KC_MAX_RANK], *jb[KC_MAX_RANK], *kx;
+
+	if (nd->attrs.trans_a && (pa = mm_pack(L, a, s)) < 0)
+		return L->err->status;
+	if (!nd->attrs.trans_b && (pb = mm_pack(L, b, s)) < 0)
+		return L->err->status;
+	LnStage *st = stage_new(L, (*s)++);
+	L->self = v;
+	shape_loops(ln, st, v, idx);
+	int nsp = st->nloops;
+	if (K > 1) {
+		LnLoop *l = &st->loops[st->nloops++];
+		l->var = ln_var_new(ln, K);
+		l->extent = K;
+	}
+	st->nred = st->nloops - nsp;
+	kx = K > 1 ? ln_idx_var(ln, st->loops[st->nloops - 1].var) : ln_idx_const(ln, 0);
+	mm_operand_idx(ln, a, vr, idx, idx[vr - 2], kx, ja);
+	mm_operand_idx(ln, b, vr, idx, idx[vr - 1], kx, jb);
+	LnExpr *x[2];
+	for (int i = 0; i < 2; i++) {
+		const IrValue *u = i ? b : a;
+		int pbuf = i ? pb : pa;
+		LnIdx **j = i ? jb : ja;
+		if (pbuf >= 0) {
+			IrValue pk = *u;
+			pk.shape[u->rank - 2] = u->shape[u->rank - 1];
+			pk.shape[u->rank - 1] = u->shape[u->rank - 2];
+			x[i] = expr_new(ln, LNE_LOAD, u->dtype);
+			x[i]->buf = pbuf;
+			x[i]->idx = linearize(ln, j, pk.shape, pk.rank);
+		} else { /* a[..., m, k], or b[..., n, k] with transpose_b, as stored */
+			if (!(x[i] = value_at(L, u, j)))
+				return L->err->status;
+		}
+		x[i] = coerce(ln, x[i], v->dtype);
+	}
+	st->red_op = IR_OP_ADD;
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = linearize(ln, idx, v->shape, v->rank);
+	st->stores[0].value = expr_op(ln, IR_OP_MUL, v->dtype, 2, x);
+	collapse(ln, st);
+	return KC_OK;
+}
+
+/* A new workspace buffer for v. */
+static int
+workspace(LoopNest *ln, const IrValue *v)
+{
+	LnBuf *b = &ln->bufs[ln->nbufs];
+	b->name = v->tensor_name ? v->tensor_name : "?";
+	b->dtype = v->dtype;
+	b->numel = v->numel;
+	b->arg = -1;
+	return ln->nbufs++;
+}
+
 KcStatus
 ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 {
 	LoopNest *ln = ARENA_NEW(ar, LoopNest);
-	Lower L = {ln, g, NULL, err};
-	int *group = ARENA_ARRAY(ar, int, g->noutputs + 1);
+	Lower L = {ln, g, NULL, err, NULL, NULL};
+	Plan P;
+	int s = 0;
+	KcStatus stt;
 
+	plan(ar, g, &P);
 	ln->arena = ar;
 	ln->nbufs = g->ninputs + g->noutputs;
-	ln->bufs = ARENA_ARRAY(ar, LnBuf, ln->nbufs + 1);
+	ln->bufs = ARENA_ARRAY(ar, LnBuf, ln->nbufs + 2 * P.nmat + 1); /* + accumulators */
 	for (int i = 0; i < ln->nbufs; i++) {
 		const IrValue *v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
 		LnBuf *b = &ln->bufs[i];
@@ -733,50 +1255,92 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 		if (g->inputs[i]->input_index != i)
 			return kc_fail(err, KC_CODEGEN, "lower", "input %d has input_index %d", i,
 			               g->inputs[i]->input_index);
-	/* group outputs by shape, in order of first appearance */
-	for (int o = 0; o < g->noutputs; o++) {
-		group[o] = -1;
-		for (int p = 0; p < o && group[o] < 0; p++)
-			if (same_shape(g->outputs[p], g->outputs[o]))
-				group[o] = group[p];
-		if (group[o] < 0)
-			group[o] = ln->nstages++;
+	/* materialised values live in their kernel output, else a workspace */
+	L.matbuf = ARENA_ARRAY(ar, int, g->nvalues + 1);
+	for (int v = 0; v < g->nvalues; v++)
+		L.matbuf[v] = -1;
+	for (int v = 0; v < g->nvalues; v++) {
+		if (!P.mat[v])
+			continue;
+		for (int o = 0; o < g->noutputs && L.matbuf[v] < 0; o++)
+			if (g->outputs[o] == g->values[v])
+				L.matbuf[v] = g->ninputs + o;
+		if (L.matbuf[v] < 0)
+			L.matbuf[v] = workspace(ln, g->values[v]);
 	}
+	ln->nstages = P.nmat + P.ngroups + P.nassign;
 	ln->stages = ARENA_ARRAY(ar, LnStage, ln->nstages + 1);
 	L.memo = ARENA_ARRAY(ar, Memo *, g->nvalues + 1);
-	for (int s = 0; s < ln->nstages; s++) {
-		LnStage *st = &ln->stages[s];
+
+	/* 1. materialised values, in topological order */
+	for (int n = 0; n < g->nnodes; n++) {
+		const IrNode *nd = g->nodes[n];
+		const IrValue *v = nd->out[0];
+		LnIdx *idx[KC_MAX_RANK];
+		if (!P.mat[v->id])
+			continue;
+		if (nd->op == IR_OP_CONCAT) {
+			/* piece k writes its slab of the result at its offset */
+			int ax = (int)nd->attrs.axis[0];
+			int64_t off = 0;
+			for (int k = 0; k < nd->nin; k++) {
+				const IrValue *u = nd->in[k];
+				LnStage *st = stage_new(&L, s++);
+				shape_loops(ln, st, u, idx);
+				LnIdx *saved = idx[ax];
+				idx[ax] = ln_idx_add(ln, idx[ax], ln_idx_const(ln, off));
+				st->stores = ARENA_ARRAY(ar, LnStore, 1);
+				st->nstores = 1;
+				st->stores[0].buf = L.matbuf[v->id];
+				st->stores[0].idx = linearize(ln, idx, v->shape, v->rank);
+				idx[ax] = saved;
+				LnExpr *e = value_at(&L, u, idx);
+				if (!e)
+					return err->status;
+				st->stores[0].value = coerce(ln, e, v->dtype);
+				collapse(ln, st);
+				off += u->shape[ax];
+			}
+			continue;
+		}
+		if (ir_op_info[nd->op].kind == OPK_MATMUL) {
+			if ((stt = matmul_stages(&L, nd, L.matbuf[v->id], &s)) != KC_OK)
+				return stt;
+			continue;
+		}
+		LnStage *st = stage_new(&L, s++);
+		L.self = v;
+		if (ir_op_info[nd->op].kind == OPK_REDUCE) {
+			if ((stt = reduce_stage(&L, st, nd, L.matbuf[v->id])) != KC_OK)
+				return stt;
+		} else {
+			shape_loops(ln, st, v, idx);
+			st->stores = ARENA_ARRAY(ar, LnStore, 1);
+			st->nstores = 1;
+			st->stores[0].buf = L.matbuf[v->id];
+			st->stores[0].idx = linearize(ln, idx, v->shape, v->rank);
+			if (!(st->stores[0].value = value_at(&L, v, idx)))
+				return err->status;
+		}
+		collapse(ln, st);
+	}
+	/* 2. the other kernel outputs, one injective stage per shape */
+	for (int grp = 0; grp < P.ngroups; grp++) {
+		LnStage *st = stage_new(&L, s++);
 		const IrValue *rep = NULL;
 		LnIdx *idx[KC_MAX_RANK];
 		int n = 0;
 
-		memset(L.memo, 0, sizeof(Memo *) * (size_t)g->nvalues);
 		for (int o = 0; o < g->noutputs; o++)
-			if (group[o] == s) {
+			if (P.group[o] == grp) {
 				n++;
 				if (!rep)
 					rep = g->outputs[o];
 			}
-		st->name = arena_printf(ar, "s%d", s);
-		st->grain = 1;
-		for (int k = 0; k < rep->rank; k++) {
-			if (rep->shape[k] == 1) {
-				idx[k] = ln_idx_const(ln, 0);
-				continue;
-			}
-			LnLoop *l = &st->loops[st->nloops++];
-			l->var = ln_var_new(ln, rep->shape[k]);
-			l->extent = rep->shape[k];
-			idx[k] = ln_idx_var(ln, l->var);
-		}
-		if (st->nloops == 0) { /* a scalar: one trip */
-			st->loops[0].var = ln_var_new(ln, 1);
-			st->loops[0].extent = 1;
-			st->nloops = 1;
-		}
+		shape_loops(ln, st, rep, idx);
 		st->stores = ARENA_ARRAY(ar, LnStore, n);
 		for (int o = 0; o < g->noutputs; o++) {
-			if (group[o] != s)
+			if (P.group[o] != grp)
 				continue;
 			const IrValue *v = g->outputs[o];
 			LnStore *sto = &st->stores[st->nstores++];
@@ -788,6 +1352,27 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 		}
 		collapse(ln, st);
 	}
+	/* 3. in-place writes, last: nothing after them reads the old values */
+	for (int n = 0; n < g->nnodes; n++) {
+		const IrNode *nd = g->nodes[n];
+		if (ir_op_info[nd->op].kind != OPK_ASSIGN)
+			continue;
+		const IrValue *dst = nd->in[0];
+		LnStage *st = stage_new(&L, s++);
+		LnIdx *idx[KC_MAX_RANK];
+		shape_loops(ln, st, dst, idx);
+		st->stores = ARENA_ARRAY(ar, LnStore, 1);
+		st->nstores = 1;
+		st->stores[0].buf = dst->input_index;
+		st->stores[0].idx = linearize(ln, idx, dst->shape, dst->rank);
+		LnExpr *e = value_at(&L, nd->in[1], idx);
+		if (!e)
+			return err->status;
+		st->stores[0].value = coerce(ln, e, dst->dtype);
+		ln->bufs[dst->input_index].inplace = true;
+		collapse(ln, st);
+	}
+	KC_ASSERT(s == ln->nstages);
 	*out = ln;
 	return KC_OK;
 }
@@ -810,26 +1395,45 @@ idx_vars_bound(const LnIdx *x, const bool *bound)
 
 /* Checks loads (buffer, dtype, bounds) under e. */
 static KcStatus
-verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const char *pass, KcErr *err)
+verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *written,
+            const char *pass, KcErr *err)
 {
 	switch (e->kind) {
 	case LNE_CONST: return KC_OK;
+	case LNE_INDEX:
+		if (!idx_vars_bound(e->idx, bound))
+			return kc_fail(err, KC_CODEGEN, pass, "index value uses an unbound var");
+		if (kc_dtype_info[e->dtype].cls != DTC_INT &&
+		    kc_dtype_info[e->dtype].cls != DTC_UINT)
+			return kc_fail(err, KC_CODEGEN, pass, "index value is not an integer");
+		return KC_OK;
 	case LNE_LOAD:
-		if (e->buf < 0 || e->buf >= ln->nbufs || ln->bufs[e->buf].is_output)
+		if (e->buf < 0 || e->buf >= ln->nbufs)
 			return kc_fail(err, KC_CODEGEN, pass, "load from bad buffer %d", e->buf);
+		if ((ln->bufs[e->buf].is_output || ln->bufs[e->buf].arg < 0) && !written[e->buf])
+			return kc_fail(err, KC_CODEGEN, pass,
+			               "load from buffer %d before a stage wrote it", e->buf);
 		if (ln->bufs[e->buf].dtype != e->dtype)
 			return kc_fail(err, KC_CODEGEN, pass, "load dtype mismatch on %d", e->buf);
 		if (!idx_vars_bound(e->idx, bound))
 			return kc_fail(err, KC_CODEGEN, pass, "load index uses an unbound var");
-		if (ln_idx_max(ln, e->idx) >= ln->bufs[e->buf].numel)
+		if (ln_idx_max(ln, e->idx) + (e->dyn ? (e->dyn_extent - 1) * e->dyn_stride : 0) >=
+		    ln->bufs[e->buf].numel)
 			return kc_fail(err, KC_CODEGEN, pass, "load out of bounds of buffer %d",
 			               e->buf);
+		if (e->dyn) {
+			KcDtypeClass c = kc_dtype_info[e->dyn->dtype].cls;
+			if ((c != DTC_INT && c != DTC_UINT) || e->dyn_extent < 1 ||
+			    e->dyn_stride < 1)
+				return kc_fail(err, KC_CODEGEN, pass, "bad data-dependent load");
+			return verify_expr(ln, e->dyn, bound, written, pass, err);
+		}
 		return KC_OK;
 	case LNE_OP:
 		for (int i = 0; i < e->nargs; i++)
-			if (verify_expr(ln, e->args[i], bound, pass, err))
+			if (verify_expr(ln, e->args[i], bound, written, pass, err))
 				return err->status;
-		if (e->op == IR_OP_BROADCAST_TO || e->op == IR_OP_RESHAPE)
+		if (ir_op_info[e->op].kind != OPK_ELEMWISE)
 			return kc_fail(err, KC_CODEGEN, pass, "layout op left in a loop body");
 		return KC_OK;
 	}
@@ -840,14 +1444,23 @@ KcStatus
 ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 {
 	bool *bound = ARENA_ARRAY(ln->arena, bool, ln->nvars + 1);
+	bool *written = ARENA_ARRAY(ln->arena, bool, ln->nbufs + 1); /* by earlier stages */
 
 	for (int s = 0; s < ln->nstages; s++) {
 		const LnStage *st = &ln->stages[s];
-		int npar = 0;
+		int npar = 0, nsp = st->nloops - st->nred;
+		if (st->nred > 0 && st->ninner > 0 &&
+		    (st->ninner >= st->nloops || st->accbuf < 0 || st->accbuf >= ln->nbufs ||
+		     ln->bufs[st->accbuf].arg >= 0 ||
+		     ln->bufs[st->accbuf].numel < ln->bufs[st->stores[0].buf].numel))
+			return kc_fail(err, KC_CODEGEN, pass, "stage %d: bad accumulator", s);
 		memset(bound, 0, sizeof(bool) * (size_t)ln->nvars);
 		if (st->nloops < 1 || st->nloops > LN_MAX_LOOPS)
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d has %d loops", s,
 			               st->nloops);
+		if (st->nred < 0 || nsp < 1 || (st->nred > 0 && st->nstores != 1))
+			return kc_fail(err, KC_CODEGEN, pass, "stage %d is a malformed reduction",
+			               s);
 		for (int l = 0; l < st->nloops; l++) {
 			const LnLoop *lp = &st->loops[l];
 			if (lp->var < 0 || lp->var >= ln->nvars ||
@@ -859,26 +1472,36 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 			if ((lp->kind & LNL_PARALLEL) && ++npar > 1)
 				return kc_fail(err, KC_CODEGEN, pass,
 				               "two parallel loops in stage %d", s);
-			bound[lp->var] = true;
+			if ((lp->kind & LNL_PARALLEL) && !ln_loop_spatial(st, l))
+				return kc_fail(err, KC_CODEGEN, pass,
+				               "stage %d: a reduction loop is parallel", s);
+			if (ln_loop_spatial(st, l))
+				bound[lp->var] = true;
 		}
 		for (int i = 0; i < st->nstores; i++) {
 			const LnStore *sto = &st->stores[i];
-			if (sto->buf < 0 || sto->buf >= ln->nbufs || !ln->bufs[sto->buf].is_output)
+			const LnBuf *b =
+			    sto->buf >= 0 && sto->buf < ln->nbufs ? &ln->bufs[sto->buf] : NULL;
+			if (!b || !(b->is_output || b->arg < 0 || b->inplace))
 				return kc_fail(err, KC_CODEGEN, pass, "store to bad buffer %d",
 				               sto->buf);
-			if (sto->value->dtype != ln->bufs[sto->buf].dtype)
+			if (sto->value->dtype != b->dtype)
 				return kc_fail(err, KC_CODEGEN, pass, "store dtype mismatch on %d",
 				               sto->buf);
 			if (!idx_vars_bound(sto->idx, bound))
 				return kc_fail(err, KC_CODEGEN, pass,
-				               "store index uses an unbound var");
-			if (ln->bufs[sto->buf].numel > 0 &&
-			    ln_idx_max(ln, sto->idx) >= ln->bufs[sto->buf].numel)
+				               "store index uses an unbound (or reduction) var");
+			if (b->numel > 0 && ln_idx_max(ln, sto->idx) >= b->numel)
 				return kc_fail(err, KC_CODEGEN, pass,
 				               "store out of bounds of buffer %d", sto->buf);
-			if (verify_expr(ln, sto->value, bound, pass, err))
-				return err->status;
 		}
+		for (int l = 0; l < st->nloops; l++)
+			bound[st->loops[l].var] = true;
+		for (int i = 0; i < st->nstores; i++)
+			if (verify_expr(ln, st->stores[i].value, bound, written, pass, err))
+				return err->status;
+		for (int i = 0; i < st->nstores; i++)
+			written[st->stores[i].buf] = true;
 	}
 	return KC_OK;
 }

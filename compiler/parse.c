@@ -22,24 +22,30 @@
 
 #define PTR_MAX 128
 
+/* A name table entry; a name is rebound after Assign(dst, ...), so the key
+ * is not the value's own tensor_name. */
+typedef struct NameEnt {
+	const char *name;
+	IrValue *v;
+	IrValue *input; /* the kernel input first bound to the name, if any */
+} NameEnt;
+
 typedef struct Parser {
 	Arena *a;
 	KcErr *err;
 	KcLimits lim;
 	IrGraph *g;
 	int maxvalues, maxnodes;
-	IrValue **tab; /* tensor_name -> value, open addressing */
+	NameEnt *tab; /* tensor_name -> value, open addressing */
 	unsigned tabmask;
 } Parser;
 
 /* Known MindSpore/AKG ops that kcsd does not compile yet. */
 /* clang-format off */
 static const char *const later_ops[] = {
-	"MatMul", "BatchMatMul", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
-	"ReduceMean", "Argmax", "Argmin", "Transpose", "Assign", "InplaceAssign",
-	"AssignAdd", "Concat", "OneHot", "StridedSlice", "StridedSliceV2", "Conv2D",
-	"Gather", "GatherNd", "TensorScatterAdd", "UnsortedSegmentSum", "Tile",
-	"ExpandDims", "AddN", "ElemAny", "ElemAll", "CumSum", "CumProd", "Complex",
+	"ReduceMean", "Argmax", "Argmin", "AssignAdd",
+	"StridedSliceV2", "Conv2D", "GatherNd",
+	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "CumSum", "CumProd", "Complex",
 	"CReal", "CImag", "Pool2D", "PadAkg", "UnPadAkg", "TransData",
 	"LayoutTransform", "EquivFormat", "StandardNormal", "Asinh", "Acosh", "Sin",
 	"Cos", "Asin", "ACos", "Atan", "Atan2", "Expm1", "FastGeLU", "GeLU", "Gelu",
@@ -120,13 +126,21 @@ name_hash(const char *s)
 	return h;
 }
 
+/* The table entry of `name` (its name set; v NULL when unbound). */
+static NameEnt *
+entry(Parser *p, const char *name)
+{
+	unsigned i = name_hash(name) & p->tabmask;
+	while (p->tab[i].name && strcmp(p->tab[i].name, name) != 0)
+		i = (i + 1) & p->tabmask;
+	p->tab[i].name = name; /* the caller keeps `name` alive (arena) or fails */
+	return &p->tab[i];
+}
+
 static IrValue **
 slot(Parser *p, const char *name)
 {
-	unsigned i = name_hash(name) & p->tabmask;
-	while (p->tab[i] && strcmp(p->tab[i]->tensor_name, name) != 0)
-		i = (i + 1) & p->tabmask;
-	return &p->tab[i];
+	return &entry(p, name)->v;
 }
 
 static IrValue *
@@ -335,9 +349,21 @@ same_shape(const IrValue *a, const IrValue *b)
 
 /* ---- attrs --------------------------------------------------------------- */
 
+/* The attrs some op reads; every other name is noise. */
+/* clang-format off */
+static const char *const known_attrs[] = {
+	"axis", "keep_dims", "perm", "multiples", "begin", "end", "strides", "depth",
+	"transpose_a", "transpose_b",
+	"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask",
+};
+/* clang-format on */
+#define NKNOWN (sizeof known_attrs / sizeof known_attrs[0])
+
 typedef struct OpAttrs {
 	const cJSON *dst_type, *shape;
 	char dst_where[PTR_MAX], shape_where[PTR_MAX];
+	const cJSON *val[NKNOWN]; /* by known_attrs index; NULL when absent */
+	char where[NKNOWN][PTR_MAX];
 } OpAttrs;
 
 static void
@@ -350,6 +376,25 @@ note_attr(OpAttrs *oa, const char *name, const cJSON *val, const char *w)
 		oa->shape = val;
 		subptr(oa->shape_where, "%s", w);
 	}
+	for (size_t i = 0; i < NKNOWN; i++)
+		if (strcmp(name, known_attrs[i]) == 0) {
+			oa->val[i] = val;
+			subptr(oa->where[i], "%s", w);
+		}
+}
+
+/* A known attr's value (or NULL) and its JSON pointer. */
+static const cJSON *
+attr_get(const OpAttrs *oa, const char *name, const char **where)
+{
+	for (size_t i = 0; i < NKNOWN; i++)
+		if (strcmp(name, known_attrs[i]) == 0) {
+			if (oa->val[i])
+				*where = oa->where[i];
+			return oa->val[i];
+		}
+	KC_ASSERT(0 && "attr not in known_attrs");
+	return NULL;
 }
 
 /* "attr": null | {} | {name: value, ...}
@@ -479,10 +524,473 @@ broadcast(Parser *p, IrValue **in, int n, IrValue *out, const char *where)
 	return KC_OK;
 }
 
+/* An int list attr (a bare int is a list of one). false if it is not one. */
+static bool
+int_list(const cJSON *v, int64_t *out, int *n)
+{
+	*n = 0;
+	if (cJSON_IsNumber(v)) {
+		if (v->valuedouble != trunc(v->valuedouble) || fabs(v->valuedouble) > 0x1p62)
+			return false;
+		out[(*n)++] = (int64_t)v->valuedouble;
+		return true;
+	}
+	if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > KC_MAX_RANK)
+		return false;
+	for (const cJSON *e = v->child; e; e = e->next) {
+		if (!cJSON_IsNumber(e) || e->valuedouble != trunc(e->valuedouble) ||
+		    fabs(e->valuedouble) > 0x1p62)
+			return false;
+		out[(*n)++] = (int64_t)e->valuedouble;
+	}
+	return true;
+}
+
+/* An int attr (absent: dflt); false if it is not an int. */
+static bool
+int_attr(const cJSON *v, int64_t dflt, int64_t *out)
+{
+	int64_t l[KC_MAX_RANK];
+	int n;
+	*out = dflt;
+	if (!v || cJSON_IsNull(v))
+		return true;
+	if (!int_list(v, l, &n) || n != 1)
+		return false;
+	*out = l[0];
+	return true;
+}
+
+static void
+set_shape(IrValue *out, const int64_t *shape, int rank)
+{
+	out->rank = rank > 0 ? rank : 1;
+	out->shape[0] = 1;
+	for (int d = 0; d < rank; d++)
+		out->shape[d] = shape[d];
+}
+
+/* Reduce*: axis (int | list, negative from the end, [] or absent = all),
+ * keep_dims (bool). */
+static KcStatus
+infer_reduce(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *in = nd->in[0], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	const cJSON *ax = attr_get(oa, "axis", &w);
+	int64_t l[KC_MAX_RANK], shape[KC_MAX_RANK];
+	bool red[KC_MAX_RANK] = {false};
+	int n = 0, r = 0;
+
+	if (in->dtype == KC_DT_BOOL)
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in, "%s is not defined on bool",
+		               ir_op_info[nd->op].name);
+	if (ax && !cJSON_IsNull(ax) && !int_list(ax, l, &n))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "axis must be an int or a list of ints");
+	for (int k = 0; k < n; k++) {
+		if (l[k] < -in->rank || l[k] >= in->rank)
+			return kc_fail(p->err, KC_BAD_GRAPH, w,
+			               "axis %" PRId64 " is out of range for rank %d", l[k],
+			               in->rank);
+		red[l[k] < 0 ? l[k] + in->rank : l[k]] = true;
+	}
+	for (int d = 0; d < in->rank; d++)
+		if (red[d] || n == 0)
+			at->axis[at->naxis++] = d;
+	const cJSON *kd = attr_get(oa, "keep_dims", &w);
+	if (kd && !cJSON_IsNull(kd)) {
+		if (!cJSON_IsBool(kd) && !cJSON_IsNumber(kd))
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "keep_dims must be a bool");
+		at->keep_dims = cJSON_IsBool(kd) ? cJSON_IsTrue(kd) : kd->valuedouble != 0;
+	}
+	for (int d = 0; d < in->rank; d++) {
+		bool rd = red[d] || n == 0;
+		if (!rd)
+			shape[r++] = in->shape[d];
+		else if (at->keep_dims)
+			shape[r++] = 1;
+	}
+	out->dtype = in->dtype;
+	set_shape(out, shape, r);
+	return KC_OK;
+}
+
+/* StridedSlice: begin/end/strides (lists, shorter than the rank = the rest
+ * whole), begin_mask/end_mask/shrink_axis_mask; positive strides only. */
+static KcStatus
+infer_slice(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *in = nd->in[0], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *wb = w_in, *we = w_in, *ws = w_in, *w = w_in;
+	const cJSON *jb = attr_get(oa, "begin", &wb), *je = attr_get(oa, "end", &we);
+	const cJSON *js = attr_get(oa, "strides", &ws);
+	int64_t b[KC_MAX_RANK], e[KC_MAX_RANK], st[KC_MAX_RANK], shape[KC_MAX_RANK];
+	int nb = 0, ne = 0, ns = 0, r = 0;
+	int64_t bm, em, sm, elm, nam;
+
+	if (!jb || !int_list(jb, b, &nb) || nb > in->rank)
+		return kc_fail(p->err, KC_BAD_GRAPH, wb, "begin must be a list of at most %d ints",
+		               in->rank);
+	if (!je || !int_list(je, e, &ne) || ne != nb)
+		return kc_fail(p->err, KC_BAD_GRAPH, we, "end must be a list of %d ints", nb);
+	if (js && !cJSON_IsNull(js) && (!int_list(js, st, &ns) || ns != nb))
+		return kc_fail(p->err, KC_BAD_GRAPH, ws, "strides must be a list of %d ints", nb);
+	if (!js || cJSON_IsNull(js))
+		for (int d = 0; d < nb; d++)
+			st[d] = 1;
+	if (!int_attr(attr_get(oa, "begin_mask", &w), 0, &bm) ||
+	    !int_attr(attr_get(oa, "end_mask", &w), 0, &em) ||
+	    !int_attr(attr_get(oa, "shrink_axis_mask", &w), 0, &sm))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "slice masks must be ints");
+	if (!int_attr(attr_get(oa, "ellipsis_mask", &w), 0, &elm) || elm != 0)
+		return kc_fail(p->err, KC_UNSUPPORTED, w, "ellipsis_mask is not supported");
+	if (!int_attr(attr_get(oa, "new_axis_mask", &w), 0, &nam) || nam != 0)
+		return kc_fail(p->err, KC_UNSUPPORTED, w, "new_axis_mask is not supported");
+	for (int d = 0; d < in->rank; d++) {
+		int64_t dim = in->shape[d], s1 = d < nb ? st[d] : 1;
+		int64_t lo = d < nb && !(bm >> d & 1) ? b[d] : 0;
+		int64_t hi = d < nb && !(em >> d & 1) ? e[d] : dim;
+		if (s1 == 0)
+			return kc_fail(p->err, KC_BAD_GRAPH, ws, "stride %d is 0", d);
+		if (s1 < 0)
+			return kc_fail(p->err, KC_UNSUPPORTED, ws,
+			               "negative strides are not supported");
+		if (d < nb && (sm >> d & 1)) {
+			lo = b[d] < 0 ? b[d] + dim : b[d];
+			if (lo < 0 || lo >= dim)
+				return kc_fail(p->err, KC_BAD_GRAPH, wb,
+				               "shrunk index %" PRId64 " is out of range", b[d]);
+			at->shrink |= 1u << d;
+			at->begin[d] = lo;
+			at->strides[d] = 1;
+			continue;
+		}
+		lo = lo < 0 ? lo + dim : lo;
+		hi = hi < 0 ? hi + dim : hi;
+		lo = lo < 0 ? 0 : lo > dim ? dim : lo;
+		hi = hi < 0 ? 0 : hi > dim ? dim : hi;
+		if (hi <= lo)
+			return kc_fail(p->err, KC_BAD_SHAPE, wb, "dim %d of the slice is empty", d);
+		at->begin[d] = lo;
+		at->strides[d] = s1;
+		shape[r++] = (hi - lo + s1 - 1) / s1;
+	}
+	at->nlist = in->rank;
+	out->dtype = in->dtype;
+	set_shape(out, shape, r);
+	return KC_OK;
+}
+
+/* Shapes and attrs of the layout, reduction and assign ops added after the
+ * elementwise slice (their attrs decide the output shape). */
+/* A bool attr (absent: false). */
+static bool
+bool_attr(const cJSON *v, bool *out)
+{
+	*out = false;
+	if (!v || cJSON_IsNull(v))
+		return true;
+	if (cJSON_IsBool(v)) {
+		*out = cJSON_IsTrue(v);
+		return true;
+	}
+	if (cJSON_IsNumber(v)) {
+		*out = v->valuedouble != 0;
+		return true;
+	}
+	return false;
+}
+
+/* MatMul/BatchMatMul: a [..., M, K] (or [..., K, M] with transpose_a) times
+ * b [..., K, N] (or [..., N, K] with transpose_b), batch dims broadcast as
+ * numpy; the result has the declared dtype (dst_type). */
+static KcStatus
+infer_matmul(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *a = nd->in[0], *b = nd->in[1], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	int64_t shape[KC_MAX_RANK];
+	KcStatus st;
+
+	if (!bool_attr(attr_get(oa, "transpose_a", &w), &at->trans_a) ||
+	    !bool_attr(attr_get(oa, "transpose_b", &w), &at->trans_b))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "transpose_a/transpose_b must be bools");
+	if (a->rank < 2 || b->rank < 2)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in, "%s operands have rank >= 2",
+		               ir_op_info[nd->op].name);
+	if ((st = unify(p, a, b, w_in)) != KC_OK)
+		return st;
+	KcDtypeClass ci = kc_dtype_info[a->dtype].cls, co = kc_dtype_info[decl->dtype].cls;
+	if (ci == DTC_BOOL || (ci == DTC_FLOAT) != (co == DTC_FLOAT))
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in, "%s from %s to %s",
+		               ir_op_info[nd->op].name, kc_dtype_info[a->dtype].name,
+		               kc_dtype_info[decl->dtype].name);
+	int ra = a->rank, rb = b->rank;
+	int64_t M = at->trans_a ? a->shape[ra - 1] : a->shape[ra - 2];
+	int64_t K = at->trans_a ? a->shape[ra - 2] : a->shape[ra - 1];
+	int64_t Kb = at->trans_b ? b->shape[rb - 1] : b->shape[rb - 2];
+	int64_t N = at->trans_b ? b->shape[rb - 2] : b->shape[rb - 1];
+	if (K != Kb)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+		               "contraction dims differ (%" PRId64 " and %" PRId64 ")", K, Kb);
+	int nb = (ra > rb ? ra : rb) - 2;
+	for (int d = 0; d < nb; d++) {
+		int da = d - (nb - (ra - 2)), db = d - (nb - (rb - 2));
+		int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
+		if (x != y && x != 1 && y != 1)
+			return kc_fail(p->err, KC_BAD_SHAPE, w_in, "batch dims do not broadcast");
+		shape[d] = x == 1 ? y : x;
+	}
+	shape[nb] = M;
+	shape[nb + 1] = N;
+	if (oa->dst_type && !dst_type_matches(oa->dst_type, decl->dtype))
+		return kc_fail(p->err, KC_BAD_GRAPH, oa->dst_where,
+		               "dst_type disagrees with the output dtype %s",
+		               kc_dtype_info[decl->dtype].name);
+	out->dtype = decl->dtype;
+	set_shape(out, shape, nb + 2);
+	return KC_OK;
+}
+
+static KcStatus
+infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
+{
+	IrValue **in = nd->in, *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	int64_t l[KC_MAX_RANK], shape[KC_MAX_RANK];
+	int n = 0, r = in[0]->rank;
+	KcStatus st;
+
+	switch (nd->op) {
+	case IR_OP_REDUCE_SUM:
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_REDUCE_PROD: return infer_reduce(p, nd, oa, w_in);
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
+		/* any/all elements non-zero, as a [1] of the declared dtype */
+		for (int d = 0; d < r; d++)
+			at->axis[at->naxis++] = d;
+		out->dtype = decl->dtype;
+		set_shape(out, shape, 0);
+		return KC_OK;
+	case IR_OP_STRIDED_SLICE: return infer_slice(p, nd, oa, w_in);
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL: return infer_matmul(p, nd, decl, oa, w_in);
+	case IR_OP_ONE_HOT: {
+		const cJSON *dj = attr_get(oa, "depth", &w);
+		int64_t depth, ax;
+		if (!dj || !int_attr(dj, 0, &depth) || depth < 1 || depth > 0x1p31)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "OneHot needs an int depth >= 1");
+		w = w_in;
+		if (!int_attr(attr_get(oa, "axis", &w), -1, &ax) || ax < -1 || ax > r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "OneHot axis must be -1..%d", r);
+		if (kc_dtype_info[in[0]->dtype].cls != DTC_INT &&
+		    kc_dtype_info[in[0]->dtype].cls != DTC_UINT)
+			return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in,
+			               "OneHot indices must be integers, not %s",
+			               kc_dtype_info[in[0]->dtype].name);
+		if (in[1]->numel != 1 || in[2]->numel != 1)
+			return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+			               "OneHot on_value and off_value are scalars");
+		if ((st = unify(p, in[1], in[2], w_in)) != KC_OK)
+			return st;
+		if (r + 1 > KC_MAX_RANK)
+			return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d", KC_MAX_RANK);
+		ax = ax < 0 ? r : ax;
+		at->naxis = 1;
+		at->axis[0] = ax;
+		at->nlist = 1;
+		at->list[0] = depth;
+		for (int d = 0, q = 0; d <= r; d++)
+			shape[d] = d == ax ? depth : in[0]->shape[q++];
+		out->dtype = in[1]->dtype;
+		set_shape(out, shape, r + 1);
+		return KC_OK;
+	}
+	case IR_OP_GATHER: {
+		int64_t ax;
+		const IrValue *ix = in[1];
+		if (!int_attr(attr_get(oa, "axis", &w), 0, &ax) || ax < -r || ax >= r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "Gather axis must be in -%d..%d", r,
+			               r - 1);
+		if (ix->dtype != KC_DT_INT32 && ix->dtype != KC_DT_INT64)
+			return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in,
+			               "Gather indices must be int32 or int64, not %s",
+			               kc_dtype_info[ix->dtype].name);
+		if (in[0]->kind == IRV_CONST)
+			return kc_fail(p->err, KC_UNSUPPORTED, w_in, "Gather from a constant");
+		ax = ax < 0 ? ax + r : ax;
+		if (r - 1 + ix->rank > KC_MAX_RANK)
+			return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d", KC_MAX_RANK);
+		at->naxis = 1;
+		at->axis[0] = ax;
+		int q = 0;
+		for (int d = 0; d < ax; d++)
+			shape[q++] = in[0]->shape[d];
+		for (int d = 0; d < ix->rank; d++)
+			shape[q++] = ix->shape[d];
+		for (int d = (int)ax + 1; d < r; d++)
+			shape[q++] = in[0]->shape[d];
+		out->dtype = in[0]->dtype;
+		set_shape(out, shape, q);
+		return KC_OK;
+	}
+	case IR_OP_CONCAT: {
+		int64_t ax;
+		if (!int_attr(attr_get(oa, "axis", &w), 0, &ax) || ax < -r || ax >= r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "Concat axis must be in -%d..%d", r,
+			               r - 1);
+		ax = ax < 0 ? ax + r : ax;
+		memcpy(shape, in[0]->shape, sizeof shape);
+		shape[ax] = 0;
+		for (int k = 0; k < nd->nin; k++) {
+			const IrValue *u = in[k];
+			if (u->dtype != in[0]->dtype || u->rank != r)
+				return kc_fail(p->err, KC_BAD_GRAPH, w_in,
+				               "Concat pieces differ in dtype or rank");
+			for (int d = 0; d < r; d++)
+				if (d != ax && u->shape[d] != in[0]->shape[d])
+					return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+					               "Concat pieces differ off the axis (dim %d)",
+					               d);
+			if (shape[ax] > INT64_MAX / 2 - u->shape[ax])
+				return kc_fail(p->err, KC_BAD_SHAPE, w_in, "Concat is too large");
+			shape[ax] += u->shape[ax];
+		}
+		at->naxis = 1;
+		at->axis[0] = ax;
+		out->dtype = in[0]->dtype;
+		set_shape(out, shape, r);
+		return KC_OK;
+	}
+	case IR_OP_EXPAND_DIMS: {
+		const cJSON *ax = attr_get(oa, "axis", &w);
+		if (!ax || !int_list(ax, l, &n) || n < 1)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "ExpandDims needs an int axis");
+		if (l[0] < -(r + 1) || l[0] > r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w,
+			               "axis %" PRId64 " is out of range for rank %d", l[0], r);
+		if (r + 1 > KC_MAX_RANK)
+			return kc_fail(p->err, KC_TOO_LARGE, w, "rank exceeds %d", KC_MAX_RANK);
+		int64_t a = l[0] < 0 ? l[0] + r + 1 : l[0];
+		at->naxis = 1;
+		at->axis[0] = a;
+		for (int d = 0, k = 0; d <= r; d++)
+			shape[d] = d == a ? 1 : in[0]->shape[k++];
+		out->dtype = in[0]->dtype;
+		set_shape(out, shape, r + 1);
+		return KC_OK;
+	}
+	case IR_OP_TRANSPOSE: {
+		const cJSON *pm = attr_get(oa, "perm", &w);
+		bool seen[KC_MAX_RANK] = {false};
+		if (!pm || !int_list(pm, l, &n) || n != r)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "perm must be a list of %d ints",
+			               r);
+		for (int d = 0; d < r; d++) {
+			int64_t x = l[d] < 0 ? l[d] + r : l[d];
+			if (x < 0 || x >= r || seen[x])
+				return kc_fail(p->err, KC_BAD_GRAPH, w,
+				               "perm is not a permutation");
+			seen[x] = true;
+			at->list[d] = x;
+			shape[d] = in[0]->shape[x];
+		}
+		at->nlist = r;
+		out->dtype = in[0]->dtype;
+		set_shape(out, shape, r);
+		return KC_OK;
+	}
+	case IR_OP_TILE: {
+		const cJSON *mu = attr_get(oa, "multiples", &w);
+		if (!mu || !int_list(mu, l, &n) || n < 1)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "multiples must be a list of ints");
+		int orank = n > r ? n : r;
+		for (int d = 0; d < orank; d++) {
+			int km = d - (orank - n), ki = d - (orank - r);
+			int64_t m = km >= 0 ? l[km] : 1, x = ki >= 0 ? in[0]->shape[ki] : 1;
+			if (m < 1 || m > 0x1p31)
+				return kc_fail(p->err, KC_BAD_GRAPH, w, "multiples must be >= 1");
+			if (x > INT64_MAX / m)
+				return kc_fail(p->err, KC_BAD_SHAPE, w, "tiled shape overflows");
+			at->list[d] = m;
+			shape[d] = x * m;
+		}
+		at->nlist = orank;
+		out->dtype = in[0]->dtype;
+		set_shape(out, shape, orank);
+		return KC_OK;
+	}
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN:
+		if (in[0]->kind != IRV_INPUT)
+			return kc_fail(p->err, KC_UNSUPPORTED, w_in,
+			               "%s writes into a kernel input; '%.64s' is not one",
+			               ir_op_info[nd->op].name, in[0]->tensor_name);
+		if ((st = unify(p, in[0], in[1], w_in)) != KC_OK)
+			return st;
+		if (!same_shape(in[0], in[1]))
+			return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+			               "%s source and destination shapes differ",
+			               ir_op_info[nd->op].name);
+		{
+			const IrValue *res = nd->op == IR_OP_ASSIGN ? in[1] : in[2];
+			out->dtype = res->dtype;
+			set_shape(out, res->shape, res->rank);
+		}
+		return KC_OK;
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+	case IR_OP_MUL:
+	case IR_OP_REAL_DIV:
+	case IR_OP_DIV:
+	case IR_OP_MAXIMUM:
+	case IR_OP_MINIMUM:
+	case IR_OP_POW:
+	case IR_OP_NEG:
+	case IR_OP_ABS:
+	case IR_OP_EXP:
+	case IR_OP_LOG:
+	case IR_OP_SQRT:
+	case IR_OP_RSQRT:
+	case IR_OP_RECIPROCAL:
+	case IR_OP_TANH:
+	case IR_OP_ERF:
+	case IR_OP_SQUARE:
+	case IR_OP_FLOOR:
+	case IR_OP_ROUND:
+	case IR_OP_SIGN:
+	case IR_OP_GREATER:
+	case IR_OP_GREATER_EQUAL:
+	case IR_OP_LESS:
+	case IR_OP_LESS_EQUAL:
+	case IR_OP_EQUAL:
+	case IR_OP_NOT_EQUAL:
+	case IR_OP_LOGICAL_AND:
+	case IR_OP_LOGICAL_OR:
+	case IR_OP_LOGICAL_NOT:
+	case IR_OP_IS_NAN:
+	case IR_OP_IS_INF:
+	case IR_OP_IS_FINITE:
+	case IR_OP_SELECT:
+	case IR_OP_CAST:
+	case IR_OP_BROADCAST_TO:
+	case IR_OP_RESHAPE:
+	case IR_OP_COUNT: break;
+	}
+	KC_ASSERT(0 && "not a structural op");
+	return KC_BAD_GRAPH;
+}
+
 /* Infer out's dtype and shape; `decl` is the declared output (Cast,
  * Reshape and BroadcastTo take their dtype/shape from it). */
 static KcStatus
-infer(Parser *p, IrNode *nd, const IrValue *decl, const char *w_in)
+infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
 {
 	IrValue **in = nd->in, *out = nd->out[0];
 	const IrOpInfo *oi = &ir_op_info[nd->op];
@@ -563,12 +1071,32 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const char *w_in)
 			               kc_dtype_info[in[0]->dtype].name);
 		out->dtype = (oi->flags & OPF_CMP) ? KC_DT_BOOL : in[0]->dtype;
 		break;
+	case IR_OP_EXPAND_DIMS:
+	case IR_OP_TRANSPOSE:
+	case IR_OP_TILE:
+	case IR_OP_STRIDED_SLICE:
+	case IR_OP_REDUCE_SUM:
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_REDUCE_PROD:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL: return infer_struct(p, nd, decl, oa, w_in);
 	case IR_OP_COUNT: KC_ASSERT(0 && "bad op"); break;
 	}
 
 	/* shapes */
 	switch (oi->kind) {
 	case OPK_ELEMWISE: return broadcast(p, in, nd->nin, out, w_in);
+	case OPK_REDUCE:
+	case OPK_ASSIGN:
+	case OPK_MATMUL: break; /* infer_struct */
 	case OPK_LAYOUT:
 		out->rank = decl->rank;
 		memcpy(out->shape, decl->shape, sizeof out->shape);
@@ -602,7 +1130,7 @@ new_node(Parser *p, IrOp op, int json_index)
 	IrNode *nd = ARENA_NEW(p->a, IrNode);
 	nd->op = op;
 	nd->json_index = json_index;
-	nd->in = ARENA_ARRAY(p->a, IrValue *, ir_op_info[op].arity);
+	nd->in = ARENA_ARRAY(p->a, IrValue *, ir_op_info[op].arity > 0 ? ir_op_info[op].arity : 1);
 	nd->nout = 1;
 	nd->out = ARENA_ARRAY(p->a, IrValue *, 1);
 	IrValue *v = new_value(p, IRV_OP);
@@ -663,6 +1191,78 @@ attr_input(IrOp op)
 	return op == IR_OP_RESHAPE || op == IR_OP_BROADCAST_TO || op == IR_OP_CAST ? 1 : -1;
 }
 
+/* v2 trailing value inputs that become attrs, in order (akg-format 4.3):
+ * the names, or NULL for ops without any. */
+static const char *const *
+attr_inputs(IrOp op, int *n, int *first)
+{
+	static const char *const axis[] = {"axis"}, *const perm[] = {"perm"};
+	static const char *const mult[] = {"multiples"}, *const depth[] = {"depth"};
+	static const char *const slice[] = {"begin", "end", "strides"};
+
+	*n = 1;
+	*first = ir_op_info[op].arity; /* trailing, except OneHot's depth */
+	switch (op) {
+	case IR_OP_ONE_HOT: *first = 1; return depth;
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL: break;
+	case IR_OP_GATHER: return axis;
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL: break;
+	case IR_OP_REDUCE_SUM:
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_REDUCE_PROD:
+	case IR_OP_EXPAND_DIMS: return axis;
+	case IR_OP_TRANSPOSE: return perm;
+	case IR_OP_TILE: return mult;
+	case IR_OP_STRIDED_SLICE: *n = 3; return slice;
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+	case IR_OP_MUL:
+	case IR_OP_REAL_DIV:
+	case IR_OP_DIV:
+	case IR_OP_MAXIMUM:
+	case IR_OP_MINIMUM:
+	case IR_OP_POW:
+	case IR_OP_NEG:
+	case IR_OP_ABS:
+	case IR_OP_EXP:
+	case IR_OP_LOG:
+	case IR_OP_SQRT:
+	case IR_OP_RSQRT:
+	case IR_OP_RECIPROCAL:
+	case IR_OP_TANH:
+	case IR_OP_ERF:
+	case IR_OP_SQUARE:
+	case IR_OP_FLOOR:
+	case IR_OP_ROUND:
+	case IR_OP_SIGN:
+	case IR_OP_GREATER:
+	case IR_OP_GREATER_EQUAL:
+	case IR_OP_LESS:
+	case IR_OP_LESS_EQUAL:
+	case IR_OP_EQUAL:
+	case IR_OP_NOT_EQUAL:
+	case IR_OP_LOGICAL_AND:
+	case IR_OP_LOGICAL_OR:
+	case IR_OP_LOGICAL_NOT:
+	case IR_OP_IS_NAN:
+	case IR_OP_IS_INF:
+	case IR_OP_IS_FINITE:
+	case IR_OP_SELECT:
+	case IR_OP_CAST:
+	case IR_OP_BROADCAST_TO:
+	case IR_OP_RESHAPE:
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_COUNT: break;
+	}
+	*n = 0;
+	return NULL;
+}
+
 /* OpDesc: {"name": str, "attr": Attrs, "input_desc": [[TensorDesc], ...],
  *          "output_desc": [TensorDesc], ...noise keys ignored} */
 static KcStatus
@@ -709,24 +1309,45 @@ parse_op(Parser *p, const cJSON *o, int i)
 		if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) < 1)
 			return kc_fail(p->err, KC_BAD_GRAPH, wk,
 			               "each input is a list of one tensor");
-		if (cJSON_GetArraySize(e) > 1)
+		if (cJSON_GetArraySize(e) > 1 && op != IR_OP_CONCAT)
 			return kc_fail(p->err, KC_UNSUPPORTED, wk,
 			               "tuple (dynamic) inputs are not supported yet (%s)",
 			               oi->name);
 	}
-	int pop = attr_input(op);
+	int pop = attr_input(op), nvin = 0, vfirst = 0;
+	const char *const *vin = attr_inputs(op, &nvin, &vfirst);
 	if (pop < 0 || n != oi->arity + 1)
 		pop = -1;
-	if (n != oi->arity && pop < 0)
+	if (vin && n != oi->arity + nvin)
+		vin = NULL;
+	if (op == IR_OP_CONCAT) {
+		/* one dynamic input: a list of the pieces */
+		if (n != 1)
+			return kc_fail(p->err, KC_BAD_GRAPH, wi,
+			               "Concat takes one input list of tensors, got %d lists", n);
+		n = cJSON_GetArraySize(id->child);
+	} else if (n != oi->arity && pop < 0 && !vin) {
 		return kc_fail(p->err, KC_BAD_GRAPH, wi, "%s takes %d inputs, got %d", oi->name,
 		               oi->arity, n);
+	}
 
 	IrNode *nd = new_node(p, op, i);
+	if (op == IR_OP_CONCAT)
+		nd->in = ARENA_ARRAY(p->a, IrValue *, n);
 	k = 0;
-	for (const cJSON *e = id->child; e; e = e->next, k++) {
+	const cJSON *e = op == IR_OP_CONCAT ? id->child->child : id->child;
+	for (; e; e = e->next, k++) {
 		char wk[PTR_MAX];
-		subptr(wk, "%s/input_desc/%d/0", w, k);
 		const cJSON *d = e->child;
+		if (op == IR_OP_CONCAT) {
+			subptr(wk, "%s/input_desc/0/%d", w, k);
+			d = e;
+			if (cJSON_GetObjectItemCaseSensitive(d, "value"))
+				return kc_fail(p->err, KC_UNSUPPORTED, wk,
+				               "Concat pieces must be tensors, not constants");
+		} else {
+			subptr(wk, "%s/input_desc/%d/0", w, k);
+		}
 		const cJSON *val = cJSON_GetObjectItemCaseSensitive(d, "value");
 		if (k == pop) {
 			/* the v2 attr input: check it agrees with the output */
@@ -746,6 +1367,17 @@ parse_op(Parser *p, const cJSON *o, int i)
 				               op == IR_OP_CAST ? "dst_type" : "shape");
 			continue;
 		}
+		if (vin && k >= vfirst && k < vfirst + nvin) {
+			/* a v2 value input that is an attr (axis, perm, begin, ...) */
+			char wv[PTR_MAX];
+			subptr(wv, "%s/value", wk);
+			if (!val)
+				return kc_fail(p->err, KC_BAD_GRAPH, wk,
+				               "%s input %d must carry a constant \"value\"",
+				               oi->name, k);
+			note_attr(&oa, vin[k - vfirst], val, wv);
+			continue;
+		}
 		IrValue tmp = {0};
 		if ((st = parse_desc(p, d, wk, &tmp)) != KC_OK)
 			return st;
@@ -761,6 +1393,13 @@ parse_op(Parser *p, const cJSON *o, int i)
 			v->input_index = -1;
 		} else {
 			v = *slot(p, tmp.tensor_name);
+			if (k == 0 && oi->kind == OPK_ASSIGN && v) {
+				/* the destination is the kernel input itself, even
+				 * after an earlier in-place write rebound its name */
+				NameEnt *ne = entry(p, tmp.tensor_name);
+				if (ne->input)
+					v = ne->input;
+			}
 			char wt[PTR_MAX];
 			subptr(wt, "%s/tensor_name", wk);
 			if (!v)
@@ -784,7 +1423,7 @@ parse_op(Parser *p, const cJSON *o, int i)
 		v->nuses++;
 		nd->in[nd->nin++] = v;
 	}
-	KC_ASSERT(nd->nin == oi->arity);
+	KC_ASSERT(nd->nin == (op == IR_OP_CONCAT ? n : oi->arity));
 
 	/* attrs that restate the output */
 	if (oa.dst_type && op == IR_OP_CAST && !dst_type_matches(oa.dst_type, decl.dtype))
@@ -810,7 +1449,7 @@ parse_op(Parser *p, const cJSON *o, int i)
 	if (op == IR_OP_SELECT && nd->in[0]->dtype != KC_DT_BOOL)
 		nd->in[0] = mask_to_bool(p, nd->in[0], i);
 	subptr(wi, "%s/input_desc", w);
-	if ((st = infer(p, nd, &decl, wi)) != KC_OK)
+	if ((st = infer(p, nd, &decl, &oa, wi)) != KC_OK)
 		return st;
 	out->numel = 1;
 	for (int d = 0; d < out->rank; d++)
@@ -845,6 +1484,9 @@ parse_op(Parser *p, const cJSON *o, int i)
 	}
 	*s = out;
 	append_node(p, nd);
+	/* ops after an in-place write read the new value of its destination */
+	if (op == IR_OP_ASSIGN || op == IR_OP_INPLACE_ASSIGN)
+		*slot(p, nd->in[0]->tensor_name) = op == IR_OP_ASSIGN ? out : nd->in[1];
 	return KC_OK;
 }
 
@@ -880,6 +1522,7 @@ parse_inputs(Parser *p, const cJSON *id)
 		v->id = vid;
 		v->input_index = i;
 		*s = v;
+		entry(p, tmp.tensor_name)->input = v;
 		g->inputs[g->ninputs++] = v;
 	}
 	return KC_OK;
@@ -1012,7 +1655,7 @@ parse_top(Parser *p, const cJSON *root)
 	unsigned cap = 16;
 	while (cap < 2u * (unsigned)(nin + nops) + 16)
 		cap *= 2;
-	p->tab = ARENA_ARRAY(p->a, IrValue *, cap);
+	p->tab = ARENA_ARRAY(p->a, NameEnt, cap);
 	p->tabmask = cap - 1;
 	g->values = ARENA_ARRAY(p->a, IrValue *, p->maxvalues > 0 ? p->maxvalues : 1);
 	g->inputs = ARENA_ARRAY(p->a, IrValue *, nin > 0 ? nin : 1);

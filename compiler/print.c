@@ -6,6 +6,13 @@
  *       %3 = load b0[v2] : float32
  *       %5 = Add %3, %4 : float32
  *       b2[v2] = %5
+ *
+ * A workspace prints as "buffer b3 workspace float32[32]"; a reduction
+ * stage marks its reduction loops and its store:
+ *   stage s0 (grain 16384) reduce Maximum over 1 loop:
+ *     for v0 in 0..32 parallel:
+ *       for v1 in 0..1001 reduce vectorized(16):
+ *         b3[v0] max= %4
  */
 #include <string.h>
 
@@ -50,6 +57,8 @@ print_expr(const LnExpr *e, bool *done, KcBuf *out)
 	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
 			print_expr(e->args[i], done, out);
+	if (e->kind == LNE_LOAD && e->dyn)
+		print_expr(e->dyn, done, out);
 	kc_buf_printf(out, "      %%%d = ", e->id);
 	switch (e->kind) {
 	case LNE_CONST:
@@ -61,7 +70,14 @@ print_expr(const LnExpr *e, bool *done, KcBuf *out)
 	case LNE_LOAD:
 		kc_buf_printf(out, "load b%d[", e->buf);
 		ln_idx_print(e->idx, out);
+		if (e->dyn)
+			kc_buf_printf(out, " + clamp(%%%d, 0, %lld) * %lld", e->dyn->id,
+			              (long long)e->dyn_extent - 1, (long long)e->dyn_stride);
 		kc_buf_putc(out, ']');
+		break;
+	case LNE_INDEX:
+		kc_buf_puts(out, "index ");
+		ln_idx_print(e->idx, out);
 		break;
 	case LNE_OP:
 		kc_buf_puts(out, ir_op_info[e->op].name);
@@ -80,17 +96,32 @@ ln_print(const LoopNest *ln, KcBuf *out)
 
 	for (int i = 0; i < ln->nbufs; i++) {
 		const LnBuf *b = &ln->bufs[i];
-		kc_buf_printf(out, "buffer b%d %s %s[%lld] arg %d (%s)\n", i,
-		              b->is_output ? "out" : "in", kc_dtype_info[b->dtype].name,
-		              (long long)b->numel, b->arg, b->name);
+		if (b->arg < 0)
+			kc_buf_printf(out, "buffer b%d workspace %s[%lld] (%s)\n", i,
+			              kc_dtype_info[b->dtype].name, (long long)b->numel, b->name);
+		else
+			kc_buf_printf(out, "buffer b%d %s %s[%lld] arg %d (%s)\n", i,
+			              b->is_output ? "out"
+			              : b->inplace ? "in/written"
+			                           : "in",
+			              kc_dtype_info[b->dtype].name, (long long)b->numel, b->arg,
+			              b->name);
 	}
 	for (int s = 0; s < ln->nstages; s++) {
 		const LnStage *st = &ln->stages[s];
-		kc_buf_printf(out, "stage %s (grain %lld):\n", st->name, (long long)st->grain);
+		kc_buf_printf(out, "stage %s (grain %lld)", st->name, (long long)st->grain);
+		if (st->nred > 0)
+			kc_buf_printf(out, " reduce %s over %d loop%s", ir_op_info[st->red_op].name,
+			              st->nred, st->nred > 1 ? "s" : "");
+		if (st->nred > 0 && st->ninner > 0)
+			kc_buf_printf(out, " (accumulator b%d)", st->accbuf);
+		kc_buf_puts(out, ":\n");
 		for (int l = 0; l < st->nloops; l++) {
 			const LnLoop *lp = &st->loops[l];
 			kc_buf_printf(out, "%*sfor v%d in 0..%lld", 2 * l + 2, "", lp->var,
 			              (long long)lp->extent);
+			if (!ln_loop_spatial(st, l))
+				kc_buf_puts(out, " reduce");
 			if (lp->kind & LNL_PARALLEL)
 				kc_buf_puts(out, " parallel");
 			if (lp->kind & LNL_VECTORIZED)
@@ -105,7 +136,13 @@ ln_print(const LoopNest *ln, KcBuf *out)
 			print_expr(sto->value, done, out);
 			kc_buf_printf(out, "      b%d[", sto->buf);
 			ln_idx_print(sto->idx, out);
-			kc_buf_printf(out, "] = %%%d\n", sto->value->id);
+			kc_buf_printf(out, "] %s= %%%d\n",
+			              st->nred == 0                 ? ""
+			              : st->red_op == IR_OP_ADD     ? "+"
+			              : st->red_op == IR_OP_MUL     ? "*"
+			              : st->red_op == IR_OP_MAXIMUM ? "max"
+			                                            : "min",
+			              sto->value->id);
 		}
 	}
 }

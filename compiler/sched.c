@@ -1,15 +1,20 @@
 /* sched.c - schedules: template + knobs, their JSON form, and applying them
  * to a loop nest.
  *
- * One template today, "injective" (every stage is a perfect elementwise
- * nest). Its knobs, global to all stages:
+ * Three templates today, chosen by classifying the graph: "injective" (every
+ * stage is a perfect elementwise nest), "reduce" (some stage is a
+ * reduction: spatial loops outside, reduction loops inside; the parallel
+ * loop is always a spatial one) and "matmul" (a MatMul: operand packing
+ * stages and a reduction stage over K; issue 4 gives it blocking knobs).
+ * Their knobs, global to all stages:
  *   vector_width    elements per vector (power of two, 1..64; 1 = scalar);
  *                   default from the target: AVX-512 16, AVX/AVX2 8, else 4
  *   unroll          interleave count of the innermost loop (1..16)
  *   parallel_grain  minimum elements per parallel task (1..2^40); at run
  *                   time ntasks = clamp(work / grain, 1, threads)
- * "stages": [{...}, ...] overrides any of them per stage (stage i = the
- * i-th distinct output shape, in output order).
+ * "stages": [{...}, ...] overrides any of them per stage, in the order
+ * ln_lower makes them (materialised values such as reductions in graph
+ * order, then one stage per distinct output shape, then in-place writes).
  * Knob records are validated strictly (unknown key, wrong type, bad value
  * -> KC_BAD_SCHEDULE): a schedule is either applied exactly or refused,
  * never silently miscompiled. Canonical knobs JSON: sorted keys, compact.
@@ -22,6 +27,8 @@
 #include "loopnest.h"
 
 #define TEMPLATE_INJECTIVE "injective"
+#define TEMPLATE_REDUCE "reduce"
+#define TEMPLATE_MATMUL "matmul"
 #define MAX_GRAIN (INT64_C(1) << 40)
 #define MIN_PAR_EXTENT 64 /* a parallel loop should have room for many threads */
 
@@ -124,38 +131,17 @@ knobs_json(Arena *a, const KcSchedule *s)
 	return r;
 }
 
-/* Stages the injective lowering makes: one per distinct output shape.
- * Without a graph (a record checked against template and target only)
- * any stage list up to NO_GRAPH_STAGES long is accepted. */
-#define NO_GRAPH_STAGES 64
-static int
-count_stages(const IrGraph *g)
-{
-	int n = 0;
-	if (!g)
-		return NO_GRAPH_STAGES;
-	for (int o = 0; o < g->noutputs; o++) {
-		const IrValue *v = g->outputs[o];
-		bool seen = false;
-		for (int p = 0; p < o && !seen; p++) {
-			const IrValue *u = g->outputs[p];
-			seen = u->rank == v->rank &&
-			       memcmp(u->shape, v->shape, sizeof(int64_t) * (size_t)v->rank) == 0;
-		}
-		n += !seen;
-	}
-	return n;
-}
-
 KcSchedule *
 kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget *t)
 {
 	KcSchedule *s = ARENA_NEW(c->arena, KcSchedule);
 
-	/* every graph of the elementwise slice is injective */
-	s->template_name = TEMPLATE_INJECTIVE;
+	int nreduce = 0, nmatmul = 0;
+	s->nstages = ln_count_stages(c->arena, g, &nreduce, &nmatmul);
+	s->template_name = nmatmul   ? TEMPLATE_MATMUL
+	                   : nreduce ? TEMPLATE_REDUCE
+	                             : TEMPLATE_INJECTIVE;
 	sched_default_knobs(t, &s->knobs);
-	s->nstages = count_stages(g);
 	s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
 	for (int i = 0; i < s->nstages; i++)
 		s->stage[i] = s->knobs;
@@ -250,18 +236,45 @@ KcStatus
 kc_schedule_from_json(CompileCtx *c, const KcGraph *g, const KcTarget *t, const char *template_name,
                       const char *knobs, KcSchedule **out, KcErr *err)
 {
+	static const char *const known[] = {TEMPLATE_INJECTIVE, TEMPLATE_REDUCE, TEMPLATE_MATMUL};
 	KcSchedule *s;
 	cJSON *root = NULL;
 	KcStatus st = KC_OK;
 
 	*out = NULL;
-	if (!template_name || strcmp(template_name, TEMPLATE_INJECTIVE) != 0)
-		return kc_fail(err, KC_BAD_SCHEDULE, "/template",
-		               "unknown schedule template '%.64s'",
-		               template_name ? template_name : "");
-	s = kc_schedule_default(c, g, t);
-	if (knobs && *knobs) {
+	if (knobs && *knobs)
 		root = cJSON_Parse(knobs);
+	if (g) {
+		s = kc_schedule_default(c, g, t);
+		if (!template_name || strcmp(template_name, s->template_name) != 0) {
+			st = kc_fail(
+			    err, KC_BAD_SCHEDULE, "/template",
+			    "schedule template '%.64s' does not fit this graph (it takes '%s')",
+			    template_name ? template_name : "", s->template_name);
+			goto done;
+		}
+	} else {
+		/* no graph (a record for a workload this process has not seen):
+		 * check the template name and the knob values only */
+		size_t i = 0;
+		while (i < 3 && (!template_name || strcmp(template_name, known[i]) != 0))
+			i++;
+		if (i == 3) {
+			st = kc_fail(err, KC_BAD_SCHEDULE, "/template",
+			             "unknown schedule template '%.64s'",
+			             template_name ? template_name : "");
+			goto done;
+		}
+		const cJSON *sg = cJSON_GetObjectItemCaseSensitive(root, "stages");
+		s = ARENA_NEW(c->arena, KcSchedule);
+		s->template_name = known[i];
+		sched_default_knobs(t, &s->knobs);
+		s->nstages = cJSON_IsArray(sg) ? cJSON_GetArraySize(sg) : 0;
+		s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
+		for (int k = 0; k < s->nstages; k++)
+			s->stage[k] = s->knobs;
+	}
+	if (knobs && *knobs) {
 		if ((st = parse_knobs(root, &s->knobs, s, "/knobs", err)) != KC_OK)
 			goto done;
 	}
@@ -315,9 +328,11 @@ par_loop(const LnStage *st)
 {
 	int best = 0;
 	for (int l = 0; l < st->nloops; l++) {
+		if (!ln_loop_spatial(st, l))
+			continue;
 		if (st->loops[l].extent >= MIN_PAR_EXTENT)
 			return l;
-		if (st->loops[l].extent > st->loops[best].extent)
+		if (!ln_loop_spatial(st, best) || st->loops[l].extent > st->loops[best].extent)
 			best = l;
 	}
 	return best;
@@ -327,7 +342,9 @@ par_loop(const LnStage *st)
 KcStatus
 sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 {
-	if (strcmp(s->template_name, TEMPLATE_INJECTIVE) != 0)
+	if (strcmp(s->template_name, TEMPLATE_INJECTIVE) != 0 &&
+	    strcmp(s->template_name, TEMPLATE_REDUCE) != 0 &&
+	    strcmp(s->template_name, TEMPLATE_MATMUL) != 0)
 		return kc_fail(err, KC_BAD_SCHEDULE, "schedule", "unknown template '%.64s'",
 		               s->template_name);
 	if (s->nstages != ln->nstages)

@@ -75,8 +75,10 @@ typedef struct KcsRuntime {
  *         order, then its outputs in output_desc order (the "args" list of
  *         the compile response, by index). Each points to a contiguous
  *         row-major array of the declared dtype and shape, aligned at least to
- *         its element size. No two args overlap. Inputs are only read;
- *         outputs may hold anything on entry and are fully written.
+ *         its element size. No two args overlap. Inputs are only read,
+ *         except those an output's "writes_input" names (Assign), which are
+ *         overwritten in place; outputs may hold anything on entry and are
+ *         fully written.
  *   dims  NULL for kernels with static shapes (all kernels today); reserved
  *         for symbolic dimensions.
  * Returns 0 on success, non-zero on failure (the outputs are then

@@ -46,10 +46,24 @@ import kcs_client as kc  # noqa: E402
 SLICE_OPS = set("""Add TensorAdd Sub Mul RealDiv Div Maximum Minimum Pow Neg
 Abs Exp Log Sqrt Rsqrt Reciprocal Tanh Erf Square Floor Round Sign Greater
 GreaterEqual Less LessEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot
-IsNan IsInf IsFinite Select Cast BroadcastTo Reshape""".split())
+IsNan IsInf IsFinite Select Cast BroadcastTo Reshape ReduceSum ReduceMax
+ReduceMin ReduceProd Transpose ExpandDims Tile StridedSlice Assign
+InplaceAssign OneHot Gather Concat MatMul BatchMatMul ElemAny ElemAll""".split())
 SLICE_DTYPES = {"float32", "float16", "int32", "bool"}
 # Ops whose inputs after the first are attributes (v2 value inputs).
-ATTR_TAIL_OPS = {"Cast", "Reshape", "BroadcastTo"}
+ATTR_TAIL_OPS = {"Cast", "Reshape", "BroadcastTo", "ReduceSum", "ReduceMax",
+                 "ReduceMin", "ReduceProd", "Transpose", "ExpandDims", "Tile",
+                 "StridedSlice"}
+# v2 value inputs that are attrs (akg-format 4.3), after the first input.
+ATTR_TAIL_NAMES = {"ReduceSum": ["axis"], "ReduceMax": ["axis"],
+                   "ReduceMin": ["axis"], "ReduceProd": ["axis"],
+                   "Transpose": ["perm"], "ExpandDims": ["axis"],
+                   "Tile": ["multiples"],
+                   "StridedSlice": ["begin", "end", "strides"]}
+# v2 value inputs that are attrs at other positions.
+ATTR_POS = {"OneHot": {1: "depth"}, "Gather": {2: "axis"}}
+REDUCE_OPS = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
+              "ReduceProd": np.prod}
 COMPARE_OPS = {"Greater", "GreaterEqual", "Less", "LessEqual", "Equal",
                "NotEqual"}
 FLOAT = {"float32", "float16", "float64", "bfloat16"}
@@ -139,9 +153,54 @@ def corpus_files(corpus):
 def data_inputs(op):
     """The op's tensor operands (attr-like v2 value inputs dropped)."""
     ins = [lst[0] for lst in (op.get("input_desc") or []) if lst]
+    if op["name"] == "Concat":  # one dynamic input: the list of pieces
+        ins = list(op["input_desc"][0])
     if op["name"] in ATTR_TAIL_OPS:
         ins = ins[:1]
+    if op["name"] in ATTR_POS and len(ins) > max(ATTR_POS[op["name"]]):
+        ins = [t for i, t in enumerate(ins) if i not in ATTR_POS[op["name"]]]
     return [t for t in ins if not isinstance(t.get("value"), list)]
+
+
+def op_attrs(op):
+    """The op's attrs by name: the attr list/object plus v2 value inputs."""
+    res = {}
+    at = op.get("attr")
+    if isinstance(at, dict):
+        res.update(at)
+    elif isinstance(at, list):
+        for e in at:
+            if isinstance(e, dict) and "name" in e:
+                res[e["name"]] = e.get("value")
+    ins = [lst[0] for lst in (op.get("input_desc") or []) if lst]
+    for name, t in zip(ATTR_TAIL_NAMES.get(op["name"], []), ins[1:]):
+        if "value" in t:
+            res[name] = t["value"]
+    for i, name in ATTR_POS.get(op["name"], {}).items():
+        if i < len(ins) and "value" in ins[i]:
+            res[name] = ins[i]["value"]
+    return res
+
+
+def _ints(x):
+    return [int(v) for v in (x if isinstance(x, list) else [x])]
+
+
+def strided_slice(a, at):
+    begin, end = _ints(at["begin"]), _ints(at["end"])
+    strides = _ints(at.get("strides") or [1] * len(begin))
+    bm, em = int(at.get("begin_mask") or 0), int(at.get("end_mask") or 0)
+    sm = int(at.get("shrink_axis_mask") or 0)
+    idx = []
+    for d in range(a.ndim):
+        if d >= len(begin):
+            idx.append(slice(None))
+        elif sm >> d & 1:
+            idx.append(begin[d])
+        else:
+            idx.append(slice(None if bm >> d & 1 else begin[d],
+                             None if em >> d & 1 else end[d], strides[d]))
+    return a[tuple(idx)]
 
 
 def eligibility(desc):
@@ -163,6 +222,14 @@ def eligibility(desc):
     bad = sorted(dts - SLICE_DTYPES)
     if bad:
         return "dtypes outside the slice: " + ", ".join(bad)
+    fmts = set()
+    for t in desc.get("input_desc") or []:
+        fmts.add(t[0].get("format"))
+    for op in desc["op_desc"]:
+        for t in data_inputs(op) + op["output_desc"]:
+            fmts.add(t.get("format"))
+    if "FRACTAL_NZ" in fmts:
+        return "Ascend FRACTAL_NZ layout (refused with 422)"
     return None
 
 
@@ -239,6 +306,7 @@ def reference(desc, inputs):
         h16[t["tensor_name"]] = t["data_type"] in ("float16", "bfloat16")
     ops = desc["op_desc"]
     keep = {t["tensor_name"] for t in desc["output_desc"]}
+    written = {}  # kernel input name -> its value after the in-place writes
     last = {}
     for i, op in enumerate(ops):
         for t in data_inputs(op):
@@ -264,6 +332,7 @@ def reference(desc, inputs):
         a = args[0] if args else None
         b = args[1] if len(args) > 1 else None
         tie = None
+        view = None  # a layout op or reduction: maps the input's mask too
         with np.errstate(all="ignore"):
             if name in ("Add", "TensorAdd"):
                 r = _f(a) + _f(b)
@@ -336,8 +405,71 @@ def reference(desc, inputs):
                 r = a
             elif name in ("BroadcastTo", "Reshape"):
                 r = a
+            elif name in REDUCE_OPS:
+                at = op_attrs(op)
+                a = np.asarray(a)
+                ax = at.get("axis")
+                ax = _ints(ax) if ax is not None else []
+                ax = tuple(sorted({x % a.ndim for x in ax})) if ax else \
+                    tuple(range(a.ndim))
+                src = a.astype(np.int64) if a.dtype.kind in "iub" else \
+                    a.astype(np.float64)
+                kd = bool(at.get("keep_dims"))
+                r = REDUCE_OPS[name](src, axis=ax, keepdims=kd)
+                view = lambda m, ax=ax, kd=kd: np.any(m, axis=ax, keepdims=kd)
+            elif name == "Transpose":
+                view = lambda m: np.transpose(m, _ints(op_attrs(op)["perm"]))
+            elif name == "ExpandDims":
+                view = lambda m: np.expand_dims(m, _ints(op_attrs(op)["axis"])[0])
+            elif name == "Tile":
+                view = lambda m: np.tile(m, _ints(op_attrs(op)["multiples"]))
+            elif name == "StridedSlice":
+                view = lambda m: strided_slice(m, op_attrs(op))
+            elif name in ("ElemAny", "ElemAll"):
+                # "any/all elements non-zero" (AKG's op_dsl has x.all() for
+                # ElemAny: a slip, see issue 3)
+                nz = np.asarray(a) != 0
+                r = np.array([nz.any() if name == "ElemAny" else nz.all()])
+                view = lambda m: np.array([np.asarray(m).any()])
+            elif name in ("MatMul", "BatchMatMul"):
+                at = op_attrs(op)
+                x = np.asarray(a, np.float64)
+                y = np.asarray(b, np.float64)
+                if at.get("transpose_a"):
+                    x = np.swapaxes(x, -1, -2)
+                if at.get("transpose_b"):
+                    y = np.swapaxes(y, -1, -2)
+                r = np.matmul(x, y)
+            elif name == "OneHot":
+                at = op_attrs(op)
+                depth = _ints(at["depth"])[0]
+                ax = int(at.get("axis", -1) if at.get("axis") is not None else -1)
+                ind = np.asarray(a).astype(np.int64)
+                ax = ind.ndim if ax < 0 else ax
+                pos = np.arange(depth).reshape([depth] + [1] * (ind.ndim - ax))
+                r = np.where(np.expand_dims(ind, ax) == pos, _f(args[1]).reshape(()),
+                             _f(args[2]).reshape(()))
+            elif name == "Gather":
+                ax = _ints(op_attrs(op).get("axis", 0))[0]
+                a = np.asarray(a)
+                ax = ax % a.ndim
+                ind = np.clip(np.asarray(b).astype(np.int64), 0, a.shape[ax] - 1)
+                r = np.take(a, ind, axis=ax)
+            elif name == "Concat":
+                ax = _ints(op_attrs(op).get("axis", 0))[0]
+                r = np.concatenate([np.asarray(x) for x in args], axis=ax)
+            elif name in ("Assign", "InplaceAssign"):
+                dst = data_inputs(op)[0]["tensor_name"]
+                r = args[1] if name == "Assign" else args[2]
+                written[dst] = as_dtype(_fit(args[1], np.shape(args[0])),
+                                        data_inputs(op)[0]["data_type"])
             else:
                 raise ValueError("reference has no op %s" % name)
+        if view is not None:
+            if name not in REDUCE_OPS and name not in ("ElemAny", "ElemAll"):
+                r = view(np.asarray(a))
+            masks = [None if mk is None else
+                     view(np.broadcast_to(mk, np.shape(a))) for mk in masks]
         r = as_dtype(_fit(r, oshape), odt)
         m = None
         for mk in masks + [tie]:
@@ -352,6 +484,12 @@ def reference(desc, inputs):
         tn = out["tensor_name"]
         env[tn], fz[tn] = r, m
         h16[tn] = half or odt in ("float16", "bfloat16")
+        if name in ("Assign", "InplaceAssign"):
+            # later ops read the new value of the destination
+            dst = data_inputs(op)[0]["tensor_name"]
+            env[dst] = written[dst]
+            fz[dst], h16[dst] = fz[tn], h16[tn]
+            keep.add(dst)
         for t in data_inputs(op):
             x = t.get("tensor_name")
             if x in env and last.get(x) == i and x not in keep:
@@ -362,7 +500,7 @@ def reference(desc, inputs):
         outs.append(env[t["tensor_name"]])
         fuzz.append(fz[t["tensor_name"]])
         halfs.append(h16[t["tensor_name"]])
-    return outs, fuzz, halfs
+    return outs, fuzz, halfs, written
 
 
 def positive_inputs(desc):
@@ -508,13 +646,14 @@ def run_kernel(meta, obj, desc, seed):
             res["ok"] = False
     if not res["ok"]:
         return res
-    refs, fuzz, halfs = reference(desc, ins)
-    in_arrays = [ins[t["tensor_name"]] for t in kin]
+    refs, fuzz, halfs, written = reference(desc, ins)
+    in_orig = [ins[t["tensor_name"]] for t in kin]
+    in_arrays = [x.copy() for x in in_orig]  # in-place writes change them
     t0 = time.perf_counter()
     outs1 = k(*in_arrays, runtime=None)
     t1 = time.perf_counter()
     with kc.ThreadPoolRuntime(3) as rt:
-        margs = [misaligned_copy(x) for x in in_arrays]
+        margs = [misaligned_copy(x) for x in in_orig]
         outs2 = []
         for a in k.outputs:
             o = misaligned_copy(np.empty(k._shapes[a["index"]],
@@ -544,6 +683,29 @@ def run_kernel(meta, obj, desc, seed):
             nfz += nf
             if not ok:
                 res["errors"].append(msg)
+    # in-place writes: the kernel input holds the written value, and the
+    # output that yields it says which input it writes
+    for mode, arrs in (("rt=NULL", in_arrays), ("rt=3 threads", margs)):
+        for j, t in enumerate(kin):
+            if t["tensor_name"] not in written:
+                continue
+            ok, msg, _ = compare("%s written input %d (%s)" % (
+                mode, j, t["tensor_name"]), arrs[j], written[t["tensor_name"]],
+                None, True, t["data_type"])
+            if not ok:
+                res["errors"].append(msg)
+    want_w = {}  # output tensor name -> the input its Assign writes
+    for op in desc["op_desc"]:
+        if op["name"] in ("Assign", "InplaceAssign"):
+            dst = data_inputs(op)[0]["tensor_name"]
+            idx = [j for j, t in enumerate(kin) if t["tensor_name"] == dst]
+            if idx:
+                want_w[op["output_desc"][0]["tensor_name"]] = idx[0]
+    for a in meta.get("args", []):
+        w = a.get("writes_input")
+        if a["role"] == "output" and want_w.get(a["tensor_name"]) != w:
+            res["errors"].append("arg %d: writes_input %r, expected %r"
+                                 % (a["index"], w, want_w.get(a["tensor_name"])))
     for j, (o1, o2) in enumerate(zip(outs1, outs2)):
         if o1.tobytes() != o2.tobytes():
             res["notes"].append("out %d differs bitwise between serial "

@@ -254,7 +254,23 @@ swap_items(cJSON *arr, int i, int j)
 	cJSON_ReplaceItemInArray(arr, j, a);
 }
 
-/* Swap the first adjacent pair of independent ops; false if none. */
+/* The kernel input an Assign/InplaceAssign writes, or "". */
+static const char *
+dst_name(const cJSON *op)
+{
+	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(op, "name");
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(op, "input_desc");
+	if (!cJSON_IsString(nm) || (strcmp(nm->valuestring, "Assign") != 0 &&
+	                            strcmp(nm->valuestring, "InplaceAssign") != 0))
+		return "";
+	const cJSON *t = id && id->child && id->child->child
+	                     ? cJSON_GetObjectItemCaseSensitive(id->child->child, "tensor_name")
+	                     : NULL;
+	return cJSON_IsString(t) ? t->valuestring : "";
+}
+
+/* Swap the first adjacent pair of independent ops (neither reads what the
+ * other writes, in-place writes included); false if none. */
 static bool
 swap_independent(cJSON *j)
 {
@@ -262,7 +278,8 @@ swap_independent(cJSON *j)
 	int n = cJSON_GetArraySize(ops);
 	for (int i = 0; i + 1 < n; i++) {
 		cJSON *a = cJSON_GetArrayItem(ops, i), *b = cJSON_GetArrayItem(ops, i + 1);
-		if (!uses(b, out_name(a))) {
+		if (!uses(b, out_name(a)) && !(*dst_name(a) && uses(b, dst_name(a))) &&
+		    !(*dst_name(b) && uses(a, dst_name(b)))) {
 			cJSON *da = cJSON_Duplicate(a, 1), *db = cJSON_Duplicate(b, 1);
 			cJSON_ReplaceItemInArray(ops, i, db);
 			cJSON_ReplaceItemInArray(ops, i + 1, da);
@@ -393,6 +410,98 @@ small_with(const char *from, const char *to)
 	cJSON *j = jq(b.data);
 	kc_buf_free(&b);
 	return j;
+}
+
+/* One-op graph a[ishape] -> op -> b[oshape] with attr and extra inputs
+ * (JSON, ' quotes; extra is "" or ",[...]"). */
+static cJSON *
+op1(const char *op, const char *ishape, const char *oshape, const char *attr, const char *extra)
+{
+	char buf[2048];
+	snprintf(
+	    buf, sizeof buf,
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[%s],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[%s],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'%s','attr':%s,'input_desc':[[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'a'}]%s],'output_desc':[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'b'}]}]}",
+	    ishape, oshape, op, attr, ishape, extra, oshape);
+	return jq(buf);
+}
+
+/* same_key, then frees both. */
+static bool
+same_and_free(cJSON *a, cJSON *b)
+{
+	bool r = same_key(a, b);
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	return r;
+}
+
+static void
+test_new_ops(void)
+{
+	const char *r1 = "[{'name':'axis','value':[1]},{'name':'keep_dims','value':false}]";
+	/* invariant: attr order, noise, axis spelling, v2 value input */
+	OK(same_and_free(op1("ReduceSum", "4,6,6", "4,6", r1, ""),
+	                 op1("ReduceSum", "4,6,6", "4,6",
+	                     "[{'name':'keep_dims','value':false},{'name':'enable_atomic_add',"
+	                     "'value':true},{'name':'axis','value':-2}]",
+	                     "")));
+	OK(same_and_free(op1("ReduceSum", "4,6,6", "4,6", r1, ""),
+	                 op1("ReduceSum", "4,6,6", "4,6", "{'axis':[1,-2]}", "")));
+	OK(same_and_free(op1("ReduceSum", "4,6,6", "4,6", r1, ""),
+	                 op1("ReduceSum", "4,6,6", "4,6", "null",
+	                     ",[{'data_type':'int64','shape':[1],'tensor_name':'x','value':1}]")));
+	OK(same_and_free(op1("ReduceMax", "8", "1", "{'axis':[]}", ""),
+	                 op1("ReduceMax", "8", "1", "{'axis':[0],'keep_dims':false}", "")));
+	OK(same_and_free(
+	    op1("Transpose", "3,3,3", "3,3,3", "{'perm':[0,2,1]}", ""),
+	    op1("Transpose", "3,3,3", "3,3,3", "null",
+	        ",[{'data_type':'int64','shape':[3],'tensor_name':'x','value':[0,2,1]}]")));
+	/* sensitive: axis, keep_dims, op, perm, multiples, begin, strides */
+	OK(!same_and_free(op1("ReduceSum", "4,6,6", "4,6", r1, ""),
+	                  op1("ReduceSum", "4,6,6", "4,6", "{'axis':2}", "")));
+	OK(!same_and_free(op1("ReduceSum", "8", "1", "{'axis':0,'keep_dims':true}", ""),
+	                  op1("ReduceSum", "8", "1", "{'axis':0,'keep_dims':false}", "")));
+	OK(!same_and_free(op1("ReduceSum", "4,6,6", "4,6", r1, ""),
+	                  op1("ReduceMax", "4,6,6", "4,6", r1, "")));
+	OK(!same_and_free(op1("Transpose", "3,3,3", "3,3,3", "{'perm':[0,2,1]}", ""),
+	                  op1("Transpose", "3,3,3", "3,3,3", "{'perm':[2,1,0]}", "")));
+	OK(!same_and_free(op1("Tile", "2,2", "4,4", "{'multiples':[2,2]}", ""),
+	                  op1("Tile", "4,1", "4,4", "{'multiples':[1,4]}", "")));
+	OK(!same_and_free(op1("StridedSlice", "8", "3", "{'begin':[0],'end':[3]}", ""),
+	                  op1("StridedSlice", "8", "3", "{'begin':[1],'end':[4]}", "")));
+	OK(!same_and_free(
+	    op1("StridedSlice", "8", "3", "{'begin':[0],'end':[3]}", ""),
+	    op1("StridedSlice", "8", "3", "{'begin':[0],'end':[6],'strides':[2]}", "")));
+	OK(!same_and_free(op1("ExpandDims", "3", "1,3,1", "{'axis':0}", ""),
+	                  op1("Reshape", "3", "1,3,1", "null", "")));
+	OK(!same_and_free(op1("Concat", "4,4", "4,4", "{'axis':0}", ""),
+	                  op1("Reshape", "4,4", "4,4", "null", "")));
+	OK(same_and_free(op1("Concat", "4,4", "4,4", "{'axis':0}", ""),
+	                 op1("Concat", "4,4", "4,4", "{'axis':-2,'N':1}", "")));
+	/* an in-place write no output refers to still counts */
+	static const char as[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
+	    "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}],"
+	    "'op_desc':[{'name':'Sub','input_desc':[[{'data_type':'float32','shape':[4],'tensor_"
+	    "name':'p'}],"
+	    "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}]},"
+	    "{'name':'Assign','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}]"
+	    ","
+	    "[{'data_type':'float32','shape':[4],'tensor_name':'s'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'o'}]}]}";
+	cJSON *a = jq(as), *b = jq(as);
+	cJSON *ops = cJSON_GetObjectItemCaseSensitive(b, "op_desc");
+	cJSON_DeleteItemFromArray(ops, 1);
+	OKF(!same_and_free(a, b), "a dead-looking Assign is part of the workload");
+	a = jq(as), b = jq(as);
+	jset(b, "/op_desc/1/input_desc/0/0/tensor_name", "'g'");
+	OKF(!same_and_free(a, b), "which input an Assign writes is part of the workload");
 }
 
 static void
@@ -530,5 +639,6 @@ main(void)
 	t_sub("corpus invariance", test_corpus);
 	t_sub("hand-written graph", test_small);
 	t_sub("constant spellings", test_const_forms);
+	t_sub("reductions, layout ops, in-place writes", test_new_ops);
 	return t_done();
 }

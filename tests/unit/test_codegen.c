@@ -73,7 +73,27 @@ pool_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t n)
 	return atomic_load(&j.result);
 }
 
-static const KcsRuntime pool = {1, 0, NULL, pool_parallel_for, NULL, NULL, 3};
+static atomic_int ws_allocs, ws_live; /* workspace blocks: allocated, not yet freed */
+
+static void *
+pool_alloc(void *ctx, uint64_t bytes, uint64_t align)
+{
+	(void)ctx;
+	atomic_fetch_add(&ws_allocs, 1);
+	atomic_fetch_add(&ws_live, 1);
+	return aligned_alloc(align, (bytes + align - 1) / align * align);
+}
+
+static void
+pool_free(void *ctx, void *p)
+{
+	(void)ctx;
+	if (p)
+		atomic_fetch_sub(&ws_live, 1);
+	free(p);
+}
+
+static const KcsRuntime pool = {1, 0, NULL, pool_parallel_for, pool_alloc, pool_free, 3};
 
 /* ---- composite JSON builder ------------------------------------------------ */
 typedef struct G {
@@ -120,6 +140,29 @@ g_out(G *g, const char *name, const char *dt, const char *shape)
 {
 	size_t n = strlen(g->outs);
 	snprintf(g->outs + n, sizeof g->outs - n, "%s%s", n ? "," : "", T(name, dt, shape));
+}
+
+/* op with attrs (JSON text) and nin operands in[] */
+static void
+g_opn(G *g, const char *op, const char *attr, const char *out, const char *dt, const char *shape,
+      int nin, const char *const *in)
+{
+	size_t n = strlen(g->ops);
+	n += (size_t)snprintf(g->ops + n, sizeof g->ops - n,
+	                      "%s{\"attr\":%s,\"impl_path\":\"\",\"name\":\"%s\",\"input_desc\":[",
+	                      n ? "," : "", attr, op);
+	for (int i = 0; i < nin; i++)
+		n += (size_t)snprintf(g->ops + n, sizeof g->ops - n, "%s[%s]", i ? "," : "", in[i]);
+	snprintf(g->ops + n, sizeof g->ops - n, "],\"output_desc\":[%s]}", T(out, dt, shape));
+}
+
+/* op with attrs (JSON text): name, attrs, out tensor, dtype, shape, operands... */
+static void
+g_opa(G *g, const char *op, const char *attr, const char *out, const char *dt, const char *shape,
+      int nin, const char *a, const char *b, const char *c)
+{
+	const char *in[3] = {a, b, c};
+	g_opn(g, op, attr, out, dt, shape, nin, in);
 }
 
 /* op(name, out tensor, out dtype, out shape, operands...) */
@@ -1539,6 +1582,682 @@ concurrent_compiles(void)
 	OK(r[0].ok && r[1].ok);
 }
 
+/* ---- reductions, stages and workspaces, layout ops, in-place writes ------- */
+
+/* Shape text ("3,5") of dims[0..r) with the reduced dims (mask) dropped or
+ * kept as 1; "1" when nothing is left. */
+static void
+reduced_shape(const int64_t *dims, int r, unsigned mask, bool keep, char *out, size_t cap)
+{
+	size_t n = 0;
+	out[0] = '\0';
+	for (int d = 0; d < r; d++) {
+		if ((mask >> d & 1) && !keep)
+			continue;
+		n += (size_t)snprintf(out + n, cap - n, "%s%lld", n ? "," : "",
+		                      (mask >> d & 1) ? 1LL : (long long)dims[d]);
+	}
+	if (!out[0])
+		snprintf(out, cap, "1");
+}
+
+/* Scalar reference: reduce x (row-major dims) over mask into out (the kept
+ * dims, row-major), in double. */
+static void
+ref_reduce(const char *op, const double *x, const int64_t *dims, int r, unsigned mask, double *out,
+           int64_t nout)
+{
+	int64_t n = 1, idx[8] = {0};
+	for (int d = 0; d < r; d++)
+		n *= dims[d];
+	for (int64_t i = 0; i < nout; i++)
+		out[i] = strcmp(op, "ReduceSum") == 0    ? 0
+		         : strcmp(op, "ReduceProd") == 0 ? 1
+		         : strcmp(op, "ReduceMax") == 0  ? -INFINITY
+		                                         : INFINITY;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t t = i, o = 0;
+		for (int d = r - 1; d >= 0; d--) {
+			idx[d] = t % dims[d];
+			t /= dims[d];
+		}
+		for (int d = 0; d < r; d++)
+			if (!(mask >> d & 1))
+				o = o * dims[d] + idx[d];
+		double *a = &out[o];
+		if (strcmp(op, "ReduceSum") == 0)
+			*a += x[i];
+		else if (strcmp(op, "ReduceProd") == 0)
+			*a *= x[i];
+		else if (strcmp(op, "ReduceMax") == 0)
+			*a = x[i] > *a ? x[i] : *a;
+		else
+			*a = x[i] < *a ? x[i] : *a;
+	}
+}
+
+static void
+reductions(void)
+{
+	static const struct {
+		int r;
+		int64_t dims[3];
+		const char *axis; /* JSON */
+		unsigned mask;
+	} cases[] = {
+	    {1, {1}, "[]", 1},
+	    {1, {7}, "0", 1},
+	    {1, {1023}, "[-1]", 1},
+	    {2, {7, 1023}, "[1]", 2},
+	    {2, {7, 1023}, "[0]", 1},
+	    {2, {7, 1023}, "[]", 3},
+	    {3, {3, 5, 7}, "[1]", 2},
+	    {3, {3, 5, 7}, "[0]", 1},
+	    {3, {3, 5, 7}, "[-1]", 4},
+	    {3, {3, 5, 7}, "[2,0]", 5},
+	    {3, {3, 5, 7}, "[0,1,2]", 7},
+	    {2, {1023, 37}, "[0]", 1},
+	};
+	static const char *const ops[] = {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"};
+	int ncase = 0;
+	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+		for (size_t oi = 0; oi < 4; oi++)
+			for (int half = 0; half < 2; half++) {
+				if (half && oi != 0)
+					continue; /* float16: ReduceSum only */
+				bool keep = (ci + oi) % 2 == 1;
+				const char *dt = half ? "float16" : "float32";
+				char ish[64] = "", osh[64], attr[256];
+				int64_t n = 1, nout = 1;
+				size_t m = 0;
+				for (int d = 0; d < cases[ci].r; d++) {
+					m += (size_t)snprintf(ish + m, sizeof ish - m, "%s%lld",
+					                      d ? "," : "",
+					                      (long long)cases[ci].dims[d]);
+					n *= cases[ci].dims[d];
+					if (!(cases[ci].mask >> d & 1))
+						nout *= cases[ci].dims[d];
+				}
+				reduced_shape(cases[ci].dims, cases[ci].r, cases[ci].mask, keep,
+				              osh, sizeof osh);
+				snprintf(attr, sizeof attr,
+				         "[{\"name\":\"enable_atomic_add\",\"value\":true},"
+				         "{\"name\":\"keep_dims\",\"value\":%s},{\"name\":\"axis\","
+				         "\"value\":%s}]",
+				         keep ? "true" : "false", cases[ci].axis);
+				G g = {0};
+				K k;
+				g_in(&g, "x", dt, ish);
+				g_opa(&g, ops[oi], attr, "y", dt, osh, 1, T("x", dt, ish), NULL,
+				      NULL);
+				g_out(&g, "y", dt, osh);
+				bool built = build(&k, &g, "Fused_Reduce", &host, NULL, true);
+				OKF(built, "%s %s [%s] axis %s", ops[oi], dt, ish, cases[ci].axis);
+				if (!built) {
+					unload(&k);
+					continue;
+				}
+				ncase++;
+				bool prod = oi == 3;
+				float *xf = frand((size_t)n, prod ? 0.9f : -2, prod ? 1.1f : 2,
+				                  (unsigned)(ci * 7 + oi));
+				double *xd = malloc(sizeof(double) * (size_t)n);
+				double *ref = malloc(sizeof(double) * (size_t)nout);
+				size_t es = half ? 2 : 4;
+				void *xin = malloc(es * (size_t)n);
+				for (int64_t i = 0; i < n; i++) {
+					if (half) {
+						((uint16_t *)xin)[i] = f2h(xf[i]);
+						xd[i] = h2f(((uint16_t *)xin)[i]);
+					} else {
+						((float *)xin)[i] = xf[i];
+						xd[i] = xf[i];
+					}
+				}
+				ref_reduce(ops[oi], xd, cases[ci].dims, cases[ci].r, cases[ci].mask,
+				           ref, nout);
+				void *o1 = calloc((size_t)nout, es), *o2 = calloc((size_t)nout, es);
+				void *args[] = {xin, o1};
+				size_t ob = (size_t)nout * es;
+				OKF(run2(&k, args, 1, &o2, &ob, 1), "%s [%s] axis %s: runs agree",
+				    ops[oi], ish, cases[ci].axis);
+				int bad = 0;
+				double worst = 0;
+				for (int64_t i = 0; i < nout; i++) {
+					double got =
+					    half ? h2f(((uint16_t *)o1)[i]) : ((float *)o1)[i];
+					double tol = half ? 2e-3 * (fabs(ref[i]) + 4)
+					                  : 2e-6 * (fabs(ref[i]) + 1);
+					double e = fabs(got - ref[i]);
+					if (e > tol)
+						bad++;
+					worst = e > worst ? e : worst;
+				}
+				OKF(bad == 0, "%s %s [%s] axis %s keep %d: %d bad (max err %g)",
+				    ops[oi], dt, ish, cases[ci].axis, keep, bad, worst);
+				/* an outer-axis reduction accumulates in a workspace row,
+				 * vectorised over the contiguous kept dim */
+				if (!half && oi == 0 && cases[ci].r == 2 && cases[ci].mask == 1)
+					OKF(strstr(k.dump.data, "(accumulator b") && k.art.ir &&
+					        strstr(k.art.ir, "x double>"),
+					    "column sum [%s] uses a vector accumulator row", ish);
+				/* a last-axis float reduction is a vectorised reassoc loop */
+				if (!half && oi == 0 && cases[ci].r == 2 && cases[ci].mask == 2)
+					OKF(k.art.ir && strstr(k.art.ir, "fadd reassoc <"),
+					    "row sum is vectorised with reassoc");
+				free(xf), free(xd), free(ref), free(xin), free(o1), free(o2);
+				unload(&k);
+			}
+	OKF(ncase == 12 * 5, "%d reduction kernels ran", ncase);
+}
+
+static void
+reduce_v2_and_ints(void)
+{
+	/* v2: the axis is a value input; int32 sums and maxima are exact */
+	static const char *const ops[] = {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"};
+	for (int oi = 0; oi < 4; oi++) {
+		G g = {0};
+		K k;
+		g_in(&g, "x", "int32", "3,5,7");
+		g_opa(
+		    &g, ops[oi], "[{\"name\":\"keep_dims\",\"value\":false}]", "y", "int32", "3,7",
+		    2, T("x", "int32", "3,5,7"),
+		    "{\"data_type\":\"int64\",\"shape\":[1],\"tensor_name\":\"ax\",\"value\":[-2]}",
+		    NULL);
+		g_out(&g, "y", "int32", "3,7");
+		OKF(build(&k, &g, "Fused_ReduceInt", &host, NULL, true), "%s int32", ops[oi]);
+		if (!k.fn) {
+			unload(&k);
+			continue;
+		}
+		int32_t x[105], o1[21], o2[21];
+		for (int i = 0; i < 105; i++)
+			x[i] = (i * 37) % 11 - 5;
+		void *args[] = {x, o1};
+		size_t ob = sizeof o1;
+		void *p2 = o2;
+		OK(run2(&k, args, 1, &p2, &ob, 1));
+		int bad = 0;
+		for (int a = 0; a < 3; a++)
+			for (int c = 0; c < 7; c++) {
+				int64_t r = oi == 0 ? 0 : oi == 3 ? 1 : x[a * 35 + c];
+				for (int b = 0; b < 5; b++) {
+					int32_t v = x[a * 35 + b * 7 + c];
+					r = oi == 0   ? r + v
+					    : oi == 3 ? r * v
+					    : oi == 1 ? (v > r ? v : r)
+					              : (v < r ? v : r);
+				}
+				bad += o1[a * 7 + c] != (int32_t)r;
+			}
+		OKF(bad == 0, "%s int32: %d bad", ops[oi], bad);
+		unload(&k);
+	}
+}
+
+/* Softmax over rows: max -> sub -> exp -> sum -> div; the two reductions
+ * go to workspaces, each stage is its own parallel region. */
+static void
+softmax(void)
+{
+	static const int rows[] = {1, 37, 300}, cols[] = {7, 1023, 128};
+	for (int si = 0; si < 3; si++) {
+		int R = rows[si], Cn = cols[si];
+		char sh[32], sh1[32];
+		snprintf(sh, sizeof sh, "%d,%d", R, Cn);
+		snprintf(sh1, sizeof sh1, "%d,1", R);
+		const char *ax =
+		    "[{\"name\":\"axis\",\"value\":[-1]},{\"name\":\"keep_dims\",\"value\":true}]";
+		G g = {0};
+		K k;
+		g_in(&g, "x", "float32", sh);
+		g_opa(&g, "ReduceMax", ax, "m", "float32", sh1, 1, T("x", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Sub", "d", "float32", sh, 2, T("x", "float32", sh),
+		     T("m", "float32", sh1), NULL);
+		g_op(&g, "Exp", "e", "float32", sh, 1, T("d", "float32", sh), NULL, NULL);
+		g_opa(&g, "ReduceSum", ax, "s", "float32", sh1, 1, T("e", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "RealDiv", "y", "float32", sh, 2, T("e", "float32", sh),
+		     T("s", "float32", sh1), NULL);
+		g_out(&g, "y", "float32", sh);
+		OK(build(&k, &g, "Fused_Softmax", &host, NULL, true));
+		if (!k.fn) {
+			unload(&k);
+			continue;
+		}
+		OKF(strstr(k.dump.data, "workspace") && strstr(k.dump.data, "reduce Maximum"),
+		    "softmax: workspaces and a max reduction stage in the dump");
+		size_t n = (size_t)R * (size_t)Cn;
+		float *x = frand(n, -5, 5, 11), *o1 = calloc(n, 4), *o2 = calloc(n, 4);
+		void *args[] = {x, o1};
+		size_t ob = n * 4;
+		int a0 = atomic_load(&ws_allocs);
+		OKF(run2(&k, args, 1, (void **)&o2, &ob, 1), "softmax %s", sh);
+		OKF(atomic_load(&ws_allocs) - a0 == 2 && atomic_load(&ws_live) == 0,
+		    "softmax %s: 2 workspaces from rt->alloc, all freed (%d, %d live)", sh,
+		    atomic_load(&ws_allocs) - a0, atomic_load(&ws_live));
+		int bad = 0;
+		for (int r = 0; r < R; r++) {
+			double mx = -INFINITY, sum = 0;
+			for (int c = 0; c < Cn; c++)
+				mx = x[r * Cn + c] > mx ? x[r * Cn + c] : mx;
+			for (int c = 0; c < Cn; c++)
+				sum += exp(x[r * Cn + c] - mx);
+			for (int c = 0; c < Cn; c++) {
+				double want = exp(x[r * Cn + c] - mx) / sum;
+				bad += fabs(o1[r * Cn + c] - want) > 1e-6 + 1e-5 * want;
+			}
+		}
+		OKF(bad == 0, "softmax %s: %d bad", sh, bad);
+		free(x), free(o1), free(o2);
+		unload(&k);
+	}
+}
+
+/* Layernorm: mean, variance, normalise; mean is also a kernel output. */
+static void
+layernorm(void)
+{
+	static const int rows[] = {7, 128}, cols[] = {1023, 768};
+	for (int si = 0; si < 2; si++) {
+		int R = rows[si], Cn = cols[si];
+		char sh[32], sh1[32], shc[32], inv[32];
+		snprintf(sh, sizeof sh, "%d,%d", R, Cn);
+		snprintf(sh1, sizeof sh1, "%d,1", R);
+		snprintf(shc, sizeof shc, "%d", Cn);
+		snprintf(inv, sizeof inv, "%.17g", 1.0 / Cn);
+		const char *ax =
+		    "[{\"name\":\"axis\",\"value\":-1},{\"name\":\"keep_dims\",\"value\":true}]";
+		G g = {0};
+		K k;
+		g_in(&g, "x", "float32", sh);
+		g_in(&g, "gamma", "float32", shc);
+		g_in(&g, "beta", "float32", shc);
+		g_opa(&g, "ReduceSum", ax, "s1", "float32", sh1, 1, T("x", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Mul", "mean", "float32", sh1, 2, T("s1", "float32", sh1),
+		     C(inv, "float32"), NULL);
+		g_op(&g, "Sub", "xc", "float32", sh, 2, T("x", "float32", sh),
+		     T("mean", "float32", sh1), NULL);
+		g_op(&g, "Mul", "sq", "float32", sh, 2, T("xc", "float32", sh),
+		     T("xc", "float32", sh), NULL);
+		g_opa(&g, "ReduceSum", ax, "s2", "float32", sh1, 1, T("sq", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Mul", "var", "float32", sh1, 2, T("s2", "float32", sh1),
+		     C(inv, "float32"), NULL);
+		g_op(&g, "Add", "ve", "float32", sh1, 2, T("var", "float32", sh1),
+		     C("1e-5", "float32"), NULL);
+		g_op(&g, "Rsqrt", "rs", "float32", sh1, 1, T("ve", "float32", sh1), NULL, NULL);
+		g_op(&g, "Mul", "xn", "float32", sh, 2, T("xc", "float32", sh),
+		     T("rs", "float32", sh1), NULL);
+		g_op(&g, "Mul", "xg", "float32", sh, 2, T("xn", "float32", sh),
+		     T("gamma", "float32", shc), NULL);
+		g_op(&g, "Add", "y", "float32", sh, 2, T("xg", "float32", sh),
+		     T("beta", "float32", shc), NULL);
+		g_out(&g, "y", "float32", sh);
+		g_out(&g, "mean", "float32", sh1);
+		OK(build(&k, &g, "Fused_LayerNorm", &host, NULL, true));
+		if (!k.fn) {
+			unload(&k);
+			continue;
+		}
+		size_t n = (size_t)R * (size_t)Cn;
+		float *x = frand(n, -3, 3, 21), *ga = frand((size_t)Cn, 0.5f, 1.5f, 22);
+		float *be = frand((size_t)Cn, -1, 1, 23);
+		float *y1 = calloc(n, 4), *m1 = calloc((size_t)R, 4);
+		float *y2 = calloc(n, 4), *m2 = calloc((size_t)R, 4);
+		void *args[] = {x, ga, be, y1, m1};
+		void *o2[] = {y2, m2};
+		size_t ob[] = {n * 4, (size_t)R * 4};
+		OKF(run2(&k, args, 3, o2, ob, 2), "layernorm %s", sh);
+		OK(atomic_load(&ws_live) == 0);
+		int bad = 0;
+		for (int r = 0; r < R; r++) {
+			double mean = 0, var = 0;
+			for (int c = 0; c < Cn; c++)
+				mean += x[r * Cn + c];
+			mean /= Cn;
+			for (int c = 0; c < Cn; c++)
+				var += (x[r * Cn + c] - mean) * (x[r * Cn + c] - mean);
+			var /= Cn;
+			bad += fabs(m1[r] - mean) > 1e-6;
+			for (int c = 0; c < Cn; c++) {
+				double want =
+				    (x[r * Cn + c] - mean) / sqrt(var + 1e-5) * ga[c] + be[c];
+				bad += fabs(y1[r * Cn + c] - want) > 1e-5 * (1 + fabs(want));
+			}
+		}
+		OKF(bad == 0, "layernorm %s: %d bad", sh, bad);
+		free(x), free(ga), free(be), free(y1), free(m1), free(y2), free(m2);
+		unload(&k);
+	}
+}
+
+static void
+layout_ops(void)
+{
+	G g = {0};
+	K k;
+	g_in(&g, "x", "float32", "3,5,7");
+	g_in(&g, "y", "float32", "3,1");
+	g_opa(&g, "Transpose", "[{\"name\":\"perm\",\"value\":[2,0,-2]}]", "t", "float32", "7,3,5",
+	      1, T("x", "float32", "3,5,7"), NULL, NULL);
+	g_opa(&g, "ExpandDims", "{\"axis\":1}", "e", "float32", "3,1,5,7", 1,
+	      T("x", "float32", "3,5,7"), NULL, NULL);
+	g_opa(&g, "Tile", "[{\"name\":\"multiples\",\"value\":[2,4]}]", "ti", "float32", "6,4", 1,
+	      T("y", "float32", "3,1"), NULL, NULL);
+	g_opa(&g, "StridedSlice",
+	      "[{\"name\":\"begin\",\"value\":[1,0,-1]},{\"name\":\"end\",\"value\":[3,5,0]},"
+	      "{\"name\":\"strides\",\"value\":[1,2,1]},{\"name\":\"begin_mask\",\"value\":0},"
+	      "{\"name\":\"end_mask\",\"value\":2},{\"name\":\"shrink_axis_mask\",\"value\":4},"
+	      "{\"name\":\"ellipsis_mask\",\"value\":0},{\"name\":\"new_axis_mask\",\"value\":0}]",
+	      "sl", "float32", "2,3", 1, T("x", "float32", "3,5,7"), NULL, NULL);
+	/* a layout op feeding an elementwise op and a reduction */
+	g_op(&g, "Add", "ta", "float32", "7,3,5", 2, T("t", "float32", "7,3,5"), C("1", "float32"),
+	     NULL);
+	g_opa(&g, "ReduceSum", "[{\"name\":\"axis\",\"value\":[0]}]", "tr", "float32", "3,5", 1,
+	      T("t", "float32", "7,3,5"), NULL, NULL);
+	g_out(&g, "ta", "float32", "7,3,5");
+	g_out(&g, "e", "float32", "3,1,5,7");
+	g_out(&g, "ti", "float32", "6,4");
+	g_out(&g, "sl", "float32", "2,3");
+	g_out(&g, "tr", "float32", "3,5");
+	OK(build(&k, &g, "Fused_Layout", &host, NULL, true));
+	if (!k.fn) {
+		unload(&k);
+		return;
+	}
+	float *x = frand(105, -2, 2, 31), yv[3] = {1, 2, 3};
+	float ta[105], e[105], ti[24], sl[6], tr[15];
+	float ta2[105], e2[105], ti2[24], sl2[6], tr2[15];
+	void *args[] = {x, yv, ta, e, ti, sl, tr};
+	void *o2[] = {ta2, e2, ti2, sl2, tr2};
+	size_t ob[] = {sizeof ta, sizeof e, sizeof ti, sizeof sl, sizeof tr};
+	OK(run2(&k, args, 2, o2, ob, 5));
+	int bad = 0;
+	for (int a = 0; a < 3; a++)
+		for (int b = 0; b < 5; b++) {
+			double s = 0;
+			for (int c = 0; c < 7; c++) {
+				float v = x[a * 35 + b * 7 + c];
+				bad += ta[c * 15 + a * 5 + b] != v + 1;
+				bad += e[a * 35 + b * 7 + c] != v;
+				s += v;
+			}
+			bad += fabs(tr[a * 5 + b] - s) > 1e-5;
+		}
+	for (int i = 0; i < 6; i++)
+		for (int j = 0; j < 4; j++)
+			bad += ti[i * 4 + j] != yv[i % 3];
+	/* x[1:3, 0:5:2 (end masked), 6] */
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 3; j++)
+			bad += sl[i * 3 + j] != x[(1 + i) * 35 + (2 * j) * 7 + 6];
+	OKF(bad == 0, "layout ops: %d bad", bad);
+	free(x);
+	unload(&k);
+}
+
+/* Assign(p, a + b): p is written in place; an op before it reads the old p,
+ * ops after it the new one; the written value is also an output. */
+static void
+assign_in_place(void)
+{
+	static const int sizes[] = {1, 1023};
+	for (int si = 0; si < 2; si++) {
+		char sh[16];
+		int n = sizes[si];
+		snprintf(sh, sizeof sh, "%d", n);
+		G g = {0};
+		K k;
+		g_in(&g, "a", "float32", sh);
+		g_in(&g, "b", "float32", sh);
+		g_in(&g, "p", "float32", sh);
+		g_op(&g, "Sub", "q", "float32", sh, 2, T("p", "float32", sh), T("a", "float32", sh),
+		     NULL);
+		g_op(&g, "Add", "s", "float32", sh, 2, T("a", "float32", sh), T("b", "float32", sh),
+		     NULL);
+		g_op(&g, "Assign", "o", "float32", sh, 2, T("p", "float32", sh),
+		     T("s", "float32", sh), NULL);
+		g_op(&g, "Mul", "m", "float32", sh, 2, T("p", "float32", sh), C("2", "float32"),
+		     NULL);
+		/* a second write into p: the last one wins */
+		g_op(&g, "Assign", "o2", "float32", sh, 2, T("p", "float32", sh),
+		     T("m", "float32", sh), NULL);
+		g_out(&g, "o", "float32", sh);
+		g_out(&g, "m", "float32", sh);
+		g_out(&g, "q", "float32", sh);
+		OK(build(&k, &g, "Fused_Assign", &host, NULL, true));
+		if (!k.fn) {
+			unload(&k);
+			continue;
+		}
+		float *a = frand((size_t)n, -2, 2, 41), *b = frand((size_t)n, -2, 2, 42);
+		float *p0 = frand((size_t)n, -2, 2, 43);
+		for (int run = 0; run < 2; run++) {
+			float *p = malloc(4 * (size_t)n), *o = calloc((size_t)n, 4);
+			float *m = calloc((size_t)n, 4), *q = calloc((size_t)n, 4);
+			memcpy(p, p0, 4 * (size_t)n);
+			void *args[] = {a, b, p, o, m, q};
+			OK(k.fn(run ? &pool : NULL, args, NULL) == 0);
+			int bad = 0;
+			for (int i = 0; i < n; i++) {
+				float s = a[i] + b[i];
+				bad += p[i] != 2 * s || o[i] != s || m[i] != 2 * s ||
+				       q[i] != p0[i] - a[i];
+			}
+			OKF(bad == 0, "assign n=%d %s: %d bad", n, run ? "pool" : "serial", bad);
+			free(p), free(o), free(m), free(q);
+		}
+		free(a), free(b), free(p0);
+		unload(&k);
+	}
+}
+
+/* OneHot (index compare), Gather (clamped data-dependent load) and Concat
+ * (one stage per piece), feeding elementwise ops and a reduction. */
+static void
+index_ops(void)
+{
+	G g = {0};
+	K k;
+	g_in(&g, "ind", "int32", "7");
+	g_in(&g, "par", "float32", "5,3");
+	g_in(&g, "gi", "int64", "2,2");
+	g_in(&g, "c0", "float32", "2,3");
+	g_in(&g, "c1", "float32", "1,3");
+	{
+		const char *in[4] = {
+		    T("ind", "int32", "7"),
+		    "{\"data_type\":\"int64\",\"shape\":[1],\"tensor_name\":\"d\",\"value\":4}",
+		    C("2.5", "float32"), C("-1", "float32")};
+		g_opn(&g, "OneHot", "[{\"name\":\"axis\",\"value\":-1}]", "oh", "float32", "7,4", 4,
+		      in);
+	}
+	g_op(&g, "Mul", "pm", "float32", "5,3", 2, T("par", "float32", "5,3"), C("2", "float32"),
+	     NULL);
+	g_opa(&g, "Gather", "{\"axis\":0}", "ga", "float32", "2,2,3", 2, T("pm", "float32", "5,3"),
+	      T("gi", "int64", "2,2"), NULL);
+	g_opa(&g, "Concat", "{\"axis\":-2}", "cc", "float32", "3,3", 1,
+	      "{\"data_type\":\"float32\",\"shape\":[2,3],\"tensor_name\":\"c0\"},"
+	      "{\"data_type\":\"float32\",\"shape\":[1,3],\"tensor_name\":\"c1\"}",
+	      NULL, NULL);
+	g_opa(&g, "ReduceSum", "{\"axis\":[0]}", "cs", "float32", "3", 1, T("cc", "float32", "3,3"),
+	      NULL, NULL);
+	g_out(&g, "oh", "float32", "7,4");
+	g_out(&g, "ga", "float32", "2,2,3");
+	g_out(&g, "cc", "float32", "3,3");
+	g_out(&g, "cs", "float32", "3");
+	OK(build(&k, &g, "Fused_Index", &host, NULL, true));
+	if (!k.fn) {
+		unload(&k);
+		return;
+	}
+	int32_t ind[7] = {0, 3, -1, 4, 2, 1, 3};
+	float par[15], c0[6], c1[3];
+	int64_t gi[4] = {4, 0, -3, 9}; /* out of range: clamped */
+	for (int i = 0; i < 15; i++)
+		par[i] = (float)i;
+	for (int i = 0; i < 6; i++)
+		c0[i] = (float)(10 + i);
+	for (int i = 0; i < 3; i++)
+		c1[i] = (float)(20 + i);
+	float oh[28], ga[12], cc[9], cs[3], oh2[28], ga2[12], cc2[9], cs2[3];
+	void *args[] = {ind, par, gi, c0, c1, oh, ga, cc, cs};
+	void *o2[] = {oh2, ga2, cc2, cs2};
+	size_t ob[] = {sizeof oh, sizeof ga, sizeof cc, sizeof cs};
+	OK(run2(&k, args, 5, o2, ob, 4));
+	int bad = 0;
+	for (int i = 0; i < 7; i++)
+		for (int d = 0; d < 4; d++)
+			bad += oh[i * 4 + d] != (ind[i] == d ? 2.5f : -1.0f);
+	for (int i = 0; i < 4; i++) {
+		int64_t r = gi[i] < 0 ? 0 : gi[i] > 4 ? 4 : gi[i];
+		for (int c = 0; c < 3; c++)
+			bad += ga[i * 3 + c] != 2 * par[r * 3 + c];
+	}
+	for (int c = 0; c < 3; c++) {
+		bad += cc[c] != c0[c] || cc[3 + c] != c0[3 + c] || cc[6 + c] != c1[c];
+		bad += cs[c] != c0[c] + c0[3 + c] + c1[c];
+	}
+	OKF(bad == 0, "OneHot/Gather/Concat: %d bad", bad);
+	unload(&k);
+}
+
+/* MatMul/BatchMatMul against a double reference: transposes, batch
+ * broadcasting, KK = 1, odd sizes, float16 in with float32 out. */
+static void
+matmuls(void)
+{
+	static const struct {
+		int ba, bb; /* batch dims: a [ba?], b [bb?] (0 = none) */
+		int M, KK, N, ta, tb, half;
+	} cs[] = {
+	    {0, 0, 1, 7, 5, 0, 0, 0},    {0, 0, 7, 1023, 3, 0, 1, 0}, {0, 0, 13, 64, 17, 1, 0, 0},
+	    {0, 0, 5, 1, 9, 1, 1, 0},    {2, 0, 4, 5, 6, 0, 0, 0},    {2, 1, 3, 33, 2, 0, 1, 0},
+	    {0, 0, 19, 100, 8, 0, 1, 1},
+	};
+	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+		int M = cs[ci].M, KK = cs[ci].KK, N = cs[ci].N,
+		    B = cs[ci].ba > cs[ci].bb ? cs[ci].ba : cs[ci].bb;
+		int Ba = cs[ci].ba ? cs[ci].ba : 1, Bb = cs[ci].bb ? cs[ci].bb : 1;
+		const char *dt = cs[ci].half ? "float16" : "float32";
+		char sa[64], sb[64], so[64], attr[256];
+		int ra = cs[ci].ta ? KK : M, ca = cs[ci].ta ? M : KK;
+		int rb = cs[ci].tb ? N : KK, cb = cs[ci].tb ? KK : N;
+		if (cs[ci].ba)
+			snprintf(sa, sizeof sa, "%d,%d,%d", cs[ci].ba, ra, ca);
+		else
+			snprintf(sa, sizeof sa, "%d,%d", ra, ca);
+		if (cs[ci].bb)
+			snprintf(sb, sizeof sb, "%d,%d,%d", cs[ci].bb, rb, cb);
+		else
+			snprintf(sb, sizeof sb, "%d,%d", rb, cb);
+		if (B > 0 && (cs[ci].ba || cs[ci].bb))
+			snprintf(so, sizeof so, "%d,%d,%d", B, M, N);
+		else
+			snprintf(so, sizeof so, "%d,%d", M, N);
+		if (!(cs[ci].ba || cs[ci].bb))
+			B = 1;
+		snprintf(attr, sizeof attr,
+		         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
+		         "\"value\":%s},"
+		         "{\"name\":\"dst_type\",\"value\":\"float32\"},{\"name\":\"pack_b\","
+		         "\"value\":false}]",
+		         cs[ci].ta ? "true" : "false", cs[ci].tb ? "true" : "false");
+		G g = {0};
+		K k;
+		g_in(&g, "a", dt, sa);
+		g_in(&g, "b", dt, sb);
+		g_opa(&g, (cs[ci].ba || cs[ci].bb) ? "BatchMatMul" : "MatMul", attr, "c", "float32",
+		      so, 2, T("a", dt, sa), T("b", dt, sb), NULL);
+		g_out(&g, "c", "float32", so);
+		bool built = build(&k, &g, "Fused_MatMul", &host, NULL, true);
+		OKF(built, "matmul %s x %s", sa, sb);
+		if (!built) {
+			unload(&k);
+			continue;
+		}
+		size_t na = (size_t)Ba * (size_t)(M * KK), nb = (size_t)Bb * (size_t)(KK * N);
+		size_t no = (size_t)B * (size_t)(M * N), es = cs[ci].half ? 2 : 4;
+		float *fa = frand(na, -1, 1, 51), *fb = frand(nb, -1, 1, 52);
+		void *xa = malloc(na * es), *xb = malloc(nb * es);
+		for (size_t i = 0; i < na; i++) {
+			if (cs[ci].half)
+				((uint16_t *)xa)[i] = f2h(fa[i]), fa[i] = h2f(((uint16_t *)xa)[i]);
+			else
+				((float *)xa)[i] = fa[i];
+		}
+		for (size_t i = 0; i < nb; i++) {
+			if (cs[ci].half)
+				((uint16_t *)xb)[i] = f2h(fb[i]), fb[i] = h2f(((uint16_t *)xb)[i]);
+			else
+				((float *)xb)[i] = fb[i];
+		}
+		float *o1 = calloc(no, 4), *o2 = calloc(no, 4);
+		void *args[] = {xa, xb, o1};
+		size_t ob = no * 4;
+		OKF(run2(&k, args, 2, (void **)&o2, &ob, 1), "matmul %s x %s runs", sa, sb);
+		int bad = 0;
+		for (int bt = 0; bt < B; bt++)
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < N; n++) {
+					double acc = 0;
+					int ia = Ba > 1 ? bt : 0, ib = Bb > 1 ? bt : 0;
+					for (int q = 0; q < KK; q++) {
+						float x = cs[ci].ta ? fa[ia * M * KK + q * M + m]
+						                    : fa[ia * M * KK + m * KK + q];
+						float y = cs[ci].tb ? fb[ib * KK * N + n * KK + q]
+						                    : fb[ib * KK * N + q * N + n];
+						acc += (double)x * y;
+					}
+					bad += fabs(o1[(bt * M + m) * N + n] - acc) >
+					       1e-5 * (1 + fabs(acc));
+				}
+		OKF(bad == 0, "matmul %s x %s (ta %d tb %d %s): %d bad", sa, sb, cs[ci].ta,
+		    cs[ci].tb, dt, bad);
+		free(fa), free(fb), free(xa), free(xb), free(o1), free(o2);
+		unload(&k);
+	}
+}
+
+/* ElemAny / ElemAll: any / all elements non-zero, as a float32 [1]. */
+static void
+elem_any_all(void)
+{
+	for (int all = 0; all < 2; all++) {
+		G g = {0};
+		K k;
+		g_in(&g, "x", "bool", "3,1023");
+		g_opa(&g, all ? "ElemAll" : "ElemAny", "{\"dst_type\":\"float32\"}", "y", "float32",
+		      "1", 1, T("x", "bool", "3,1023"), NULL, NULL);
+		g_out(&g, "y", "float32", "1");
+		OK(build(&k, &g, "Fused_ElemAny", &host, NULL, true));
+		if (!k.fn) {
+			unload(&k);
+			continue;
+		}
+		static uint8_t x[3069];
+		for (int t = 0; t < 3; t++) { /* all zero, one flipped, all one */
+			memset(x, t == 2, sizeof x);
+			if (t == 1)
+				x[2000] = all ? 0 : 1, memset(x, all, 2000),
+				memset(x + 2001, all, 1068);
+			float y1 = -1, y2 = -1;
+			void *args[] = {x, &y1};
+			void *o2 = &y2;
+			size_t ob = 4;
+			OK(run2(&k, args, 1, &o2, &ob, 1));
+			float want = all ? (t == 2 ? 1.0f : 0.0f) : (t == 0 ? 0.0f : 1.0f);
+			OKF(y1 == want, "%s case %d: %g, want %g", all ? "ElemAll" : "ElemAny", t,
+			    y1, want);
+		}
+		unload(&k);
+	}
+}
+
 int
 main(void)
 {
@@ -1571,5 +2290,14 @@ main(void)
 	t_sub("cast_matrix", cast_matrix);
 	t_sub("all_ops", all_ops);
 	t_sub("link_errors", link_errors);
+	t_sub("reductions", reductions);
+	t_sub("reduce_v2_and_ints", reduce_v2_and_ints);
+	t_sub("softmax", softmax);
+	t_sub("layernorm", layernorm);
+	t_sub("layout_ops", layout_ops);
+	t_sub("assign_in_place", assign_in_place);
+	t_sub("index_ops", index_ops);
+	t_sub("matmuls", matmuls);
+	t_sub("elem_any_all", elem_any_all);
 	return t_done();
 }

@@ -285,7 +285,7 @@ test_ops(void)
 {
 	cJSON *d;
 	KcErr err = {0};
-	d = base(), jset(d, "/op_desc/0/name", "'MatMul'");
+	d = base(), jset(d, "/op_desc/0/name", "'Conv2D'");
 	OK(parse_doc(d, NULL, &err) == KC_UNSUPPORTED_OP &&
 	   strcmp(err.where, "/op_desc/0/name") == 0 && strstr(err.msg, "not supported yet"));
 	cJSON_Delete(d);
@@ -319,7 +319,7 @@ test_ops(void)
 	/* an unsupported op later in the file is reported before other errors */
 	d = base();
 	jset(d, "/op_desc/0/input_desc/0/0/tensor_name", "'nope'");
-	jset(d, "/op_desc/1/name", "'ReduceSum'");
+	jset(d, "/op_desc/1/name", "'Conv2D'");
 	expect(d, KC_UNSUPPORTED_OP, "/op_desc/1/name", "unsupported op first");
 	d = base(), jset(d, "/op_desc/0/output_desc/1",
 	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'x'}");
@@ -603,6 +603,219 @@ test_shapes(void)
 }
 
 /* Cast, Reshape, BroadcastTo: attrs and v2 attr-inputs must agree. */
+static const char red_json[] =
+    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4,6,8],'tensor_name':'a'}]],"
+    "'output_desc':[{'data_type':'float32','shape':[4,8],'tensor_name':'b'}],"
+    "'op_desc':[{'name':'ReduceSum','attr':[{'name':'axis','value':[1]},"
+    "{'name':'keep_dims','value':false},{'name':'enable_atomic_add','value':true}],"
+    "'input_desc':[[{'data_type':'float32','shape':[4,6,8],'tensor_name':'a'}]],"
+    "'output_desc':[{'data_type':'float32','shape':[4,8],'tensor_name':'b'}]}]}";
+
+/* One-op graph a[ishape] -> op -> b[oshape] with attr (JSON, ' quotes). */
+static cJSON *
+one_op(const char *op, const char *ishape, const char *oshape, const char *attr)
+{
+	char buf[2048];
+	snprintf(
+	    buf, sizeof buf,
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[%s],'tensor_name':'a'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[%s],'tensor_name':'b'}],"
+	    "'op_desc':[{'name':'%s','attr':%s,'input_desc':[[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'a'}]],'output_desc':[{'data_type':'float32',"
+	    "'shape':[%s],'tensor_name':'b'}]}]}",
+	    ishape, oshape, op, attr, ishape, oshape);
+	return jq(buf);
+}
+
+static void
+test_reduce_layout(void)
+{
+	cJSON *d;
+	expect(jq(red_json), KC_OK, NULL, "ReduceSum axis [1]");
+	d = jq(red_json), jset(d, "/op_desc/0/attr/0/value", "-2");
+	expect(d, KC_OK, NULL, "negative int axis");
+	d = jq(red_json), jset(d, "/op_desc/0/attr/0/value", "[1,-2]");
+	expect(d, KC_OK, NULL, "repeated axis");
+	d = jq(red_json), jset(d, "/op_desc/0/attr/0/value", "[3]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "axis out of range");
+	d = jq(red_json), jset(d, "/op_desc/0/attr/0/value", "'x'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "axis a string");
+	d = jq(red_json), jset(d, "/op_desc/0/attr/1/value", "true");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "keep_dims changes the shape");
+	d = jq(red_json), jset(d, "/op_desc/0/attr/0/value", "[]");
+	jset(d, "/op_desc/0/output_desc/0/shape", "[1]"), jset(d, "/output_desc/0/shape", "[1]");
+	expect(d, KC_OK, NULL, "axis [] = all");
+	d = jq(red_json), jdel(d, "/op_desc/0/attr/0");
+	jset(d, "/op_desc/0/input_desc/1",
+	     "[{'data_type':'int64','shape':[1],'tensor_name':'t','value':[1]}]");
+	expect(d, KC_OK, NULL, "v2 axis input");
+	d = jq(red_json),
+	jset(d, "/op_desc/0/input_desc/1", "[{'data_type':'int64','shape':[1],'tensor_name':'a'}]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0", "v2 axis input without a value");
+	d = jq(red_json), jset(d, "/op_desc/0/name", "'ReduceMean'");
+	expect(d, KC_UNSUPPORTED_OP, "/op_desc/0/name", "ReduceMean is not an op");
+
+	expect(one_op("Transpose", "2,3,4", "4,2,3", "[{'name':'perm','value':[2,0,1]}]"), KC_OK,
+	       NULL, "Transpose");
+	expect(one_op("Transpose", "2,3,4", "4,2,3", "[{'name':'perm','value':[2,0,0]}]"),
+	       KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "perm not a permutation");
+	expect(one_op("Transpose", "2,3,4", "4,2,3", "null"), KC_BAD_GRAPH, "/op_desc/0/input_desc",
+	       "perm missing");
+	expect(one_op("Transpose", "2,3,4", "4,3,2", "[{'name':'perm','value':[2,0,1]}]"),
+	       KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Transpose shape disagrees");
+	expect(one_op("ExpandDims", "2,3", "2,3,1", "{'axis':-1}"), KC_OK, NULL, "ExpandDims -1");
+	expect(one_op("ExpandDims", "2,3", "2,3,1", "{'axis':4}"), KC_BAD_GRAPH,
+	       "/op_desc/0/attr/axis", "ExpandDims axis out of range");
+	expect(one_op("Tile", "2,3", "4,2,9", "[{'name':'multiples','value':[4,1,3]}]"), KC_OK,
+	       NULL, "Tile adds a dim");
+	expect(one_op("Tile", "2,3", "2,3", "[{'name':'multiples','value':[0,1]}]"), KC_BAD_GRAPH,
+	       "/op_desc/0/attr/0/value", "Tile multiple 0");
+	expect(one_op("StridedSlice", "8,6", "3,6",
+	              "[{'name':'begin','value':[1,0]},{'name':'end','value':[-1,0]},"
+	              "{'name':'strides','value':[2,1]},{'name':'end_mask','value':2}]"),
+	       KC_OK, NULL, "StridedSlice with end_mask");
+	expect(one_op("StridedSlice", "8,6", "6",
+	              "[{'name':'begin','value':[-1]},{'name':'end','value':[0]},"
+	              "{'name':'shrink_axis_mask','value':1}]"),
+	       KC_OK, NULL, "StridedSlice shrink");
+	expect(one_op("StridedSlice", "8,6", "8,6",
+	              "[{'name':'begin','value':[0]},{'name':'end','value':[8]},"
+	              "{'name':'ellipsis_mask','value':1}]"),
+	       KC_UNSUPPORTED, "/op_desc/0/attr/2/value", "ellipsis_mask refused");
+	expect(one_op("StridedSlice", "8,6", "8,6",
+	              "[{'name':'begin','value':[7]},{'name':'end','value':[0]},"
+	              "{'name':'strides','value':[-1]}]"),
+	       KC_UNSUPPORTED, "/op_desc/0/attr/2/value", "negative stride refused");
+	expect(one_op("StridedSlice", "8,6", "8,6",
+	              "[{'name':'begin','value':[3]},{'name':'end','value':[3]}]"),
+	       KC_BAD_SHAPE, "/op_desc/0/attr/0/value", "empty slice");
+	expect(one_op("ReduceMax", "4,6", "4", "{'axis':1}"), KC_OK, NULL, "ReduceMax");
+
+	static const char onehot[] =
+	    "{'op':'k','version':2,'input_desc':[[{'data_type':'int32','shape':[3],'tensor_name':'"
+	    "i'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[3,4],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'OneHot','attr':[{'name':'axis','value':-1}],'input_desc':["
+	    "[{'data_type':'int32','shape':[3],'tensor_name':'i'}],"
+	    "[{'data_type':'int64','shape':[1],'tensor_name':'d','value':4}],"
+	    "[{'data_type':'float32','shape':[1],'tensor_name':'on','value':1.0}],"
+	    "[{'data_type':'float32','shape':[1],'tensor_name':'off','value':0.0}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[3,4],'tensor_name':'o'}]}]}";
+	expect(jq(onehot), KC_OK, NULL, "OneHot v2");
+	d = jq(onehot), jset(d, "/op_desc/0/attr/0/value", "0");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "OneHot axis 0 is [4,3]");
+	d = jq(onehot), jset(d, "/op_desc/0/input_desc/1/0/value", "0");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0/value", "OneHot depth 0");
+	d = jq(onehot), jset(d, "/op_desc/0/input_desc/0/0/data_type", "'float32'");
+	jset(d, "/input_desc/0/0/data_type", "'float32'");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/op_desc/0/input_desc", "OneHot float indices");
+
+	static const char gather[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[5,3],'tensor_name':'p'}],"
+	    "[{'data_type':'int64','shape':[2,2],'tensor_name':'i'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,2,3],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'Gather','attr':null,'input_desc':["
+	    "[{'data_type':'float32','shape':[5,3],'tensor_name':'p'}],"
+	    "[{'data_type':'int64','shape':[2,2],'tensor_name':'i'}],"
+	    "[{'data_type':'int64','shape':[1],'tensor_name':'a','value':0}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,2,3],'tensor_name':'o'}]}]}";
+	expect(jq(gather), KC_OK, NULL, "Gather v2 axis");
+	d = jq(gather), jset(d, "/op_desc/0/input_desc/2/0/value", "1");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Gather axis 1 is [5,2,2]");
+	d = jq(gather), jset(d, "/op_desc/0/input_desc/2/0/value", "2");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/2/0/value", "Gather axis out of range");
+
+	static const char concat[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4,2],'tensor_name':'a'}],"
+	    "[{'data_type':'float32','shape':[8,2],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[12,2],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'Concat','attr':[{'name':'axis','value':0},"
+	    "{'name':'dyn_input_sizes','value':[2]}],'input_desc':["
+	    "[{'data_type':'float32','shape':[4,2],'tensor_name':'a'},"
+	    "{'data_type':'float32','shape':[8,2],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[12,2],'tensor_name':'o'}]}]}";
+	expect(jq(concat), KC_OK, NULL, "Concat");
+	d = jq(concat), jset(d, "/op_desc/0/attr/0/value", "1");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "Concat pieces differ off the axis");
+	d = jq(concat), jset(d, "/op_desc/0/input_desc/0/1/tensor_name", "'nope'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/0/1/tensor_name", "Concat dangling piece");
+	d = jq(concat), jset(d, "/op_desc/0/input_desc/1",
+	                     "[{'data_type':'float32','shape':[4,2],'tensor_name':'a'}]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "Concat with two lists");
+
+	static const char mm[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float16','shape':[2,4,5],'tensor_name':'a'}],"
+	    "[{'data_type':'float16','shape':[6,5],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,4,6],'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'BatchMatMul','attr':[{'name':'transpose_a','value':false},"
+	    "{'name':'transpose_b','value':true},{'name':'dst_type','value':'float32'}],"
+	    "'input_desc':[[{'data_type':'float16','shape':[2,4,5],'tensor_name':'a'}],"
+	    "[{'data_type':'float16','shape':[6,5],'tensor_name':'b'}]],"
+	    "'output_desc':[{'data_type':'float32','shape':[2,4,6],'tensor_name':'o'}]}]}";
+	expect(jq(mm), KC_OK, NULL, "BatchMatMul, b broadcast, transpose_b");
+	d = jq(mm), jset(d, "/op_desc/0/attr/1/value", "false");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "contraction dims differ");
+	d = jq(mm), jset(d, "/op_desc/0/attr/2/value", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/2/value", "dst_type disagrees");
+	d = jq(mm), jset(d, "/op_desc/0/attr/0/value", "'yes'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "transpose_a not a bool");
+}
+
+static const char assign_json[] =
+    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
+    "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
+    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'q'},"
+    "{'data_type':'float32','shape':[4],'tensor_name':'o'}],"
+    "'op_desc':[{'name':'Sub','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}]"
+    ","
+    "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
+    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}]},"
+    "{'name':'Assign','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
+    "[{'data_type':'float32','shape':[4],'tensor_name':'s'}]],"
+    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'o'}]},"
+    "{'name':'Mul','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
+    "[{'data_type':'float32','shape':[1],'tensor_name':'c','value':2}]],"
+    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'q'}]}]}";
+
+static void
+test_assign(void)
+{
+	cJSON *d = jq(assign_json);
+	char *s = cJSON_PrintUnformatted(d);
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcErr err = {0};
+	OK(kc_parse(c, s, strlen(s), NULL, &g, &err) == KC_OK);
+	if (g) {
+		KcArgInfo ai;
+		OK(kc_graph_nargs(g) == 4);
+		kc_graph_arg(g, 0, &ai), OK(ai.writes_input == -1);
+		kc_graph_arg(g, 2, &ai), OK(ai.writes_input == -1); /* q = 2 * new p */
+		kc_graph_arg(g, 3, &ai), OKF(ai.writes_input == 0, "o writes input 0");
+		KcBuf b = {0};
+		ir_graph_print(g, &b);
+		/* the Mul after the Assign reads the Assign's result, not input p */
+		OKF(b.data && strstr(b.data, "Mul(%3,"), "%s", b.data ? b.data : "");
+		kc_buf_free(&b);
+	}
+	compile_ctx_free(c);
+	free(s);
+	cJSON_Delete(d);
+	d = jq(assign_json), jset(d, "/op_desc/1/input_desc/0/0/tensor_name", "'s'");
+	jset(d, "/op_desc/1/input_desc/1/0/tensor_name", "'g'");
+	expect(d, KC_UNSUPPORTED, "/op_desc/1/input_desc", "Assign into an op result");
+	d = jq(assign_json), jset(d, "/op_desc/1/input_desc/1/0/shape", "[1]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/1/input_desc/1/0/shape", "Assign source shape");
+	d = jq(assign_json), jset(d, "/op_desc/1/name", "'InplaceAssign'");
+	jset(d, "/op_desc/1/input_desc/2",
+	     "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]");
+	jset(d, "/op_desc/1/attr", "[{'name':'fake_output','value':true}]");
+	expect(d, KC_OK, NULL, "InplaceAssign(dst, src, depend)");
+	d = jq(assign_json), jset(d, "/op_desc/1/input_desc/2",
+	                          "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/1/input_desc", "Assign with 3 inputs");
+}
+
 static void
 test_layout_attrs(void)
 {
@@ -771,6 +984,8 @@ main(void)
 	t_sub("constants", test_constants);
 	t_sub("shapes and limits", test_shapes);
 	t_sub("layout attrs", test_layout_attrs);
+	t_sub("reductions and layout ops", test_reduce_layout);
+	t_sub("in-place writes", test_assign);
 	t_sub("corpus", test_corpus);
 	return t_done();
 }
