@@ -2164,6 +2164,15 @@ conv2ds(void)
 			unload(&k);
 			continue;
 		}
+		if (ci == 1) { /* the dumps: attrs in the graph, the in-bounds select */
+			const char *gd = k.dump.data ? strstr(k.dump.data, "Conv2D(") : NULL;
+			OKF(gd && strstr(gd, "{NHWC stride 2,2 dilation 1,1 pad 1,1,1,1 groups 1}"),
+			    "graph dump shows the Conv2D attrs");
+			const char *low = k.dump.data ? strstr(k.dump.data, "== lower ==") : NULL;
+			OKF(low && strstr(low, "select"), "lowered Conv2D selects on in-bounds");
+			if (low)
+				printf("# %.1500s\n", low);
+		}
 		size_t nx = (size_t)N * C * H * W, nw = (size_t)O * Cg * KH * KW;
 		size_t no = (size_t)N * O * OH * OW, es = half ? 2 : 4, oes = cs[ci].o32 ? 4 : es;
 		float *fx = frand(nx, -1, 1, 61 + (unsigned)ci), *fw = frand(nw, -1, 1, 71);
