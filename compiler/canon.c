@@ -86,6 +86,18 @@ put_attrs(KcBuf *b, const IrNode *nd)
 		kc_buf_printf(b, ",\"attrs\":{\"transpose_a\":%s,\"transpose_b\":%s}",
 		              a->trans_a ? "true" : "false", a->trans_b ? "true" : "false");
 		return;
+	case OPK_CONV:
+		/* the resolved layout, pads, stride and dilation: spelling (pad vs
+		 * pad_list, pad_mode, stale format attrs) does not change the key */
+		kc_buf_puts(b, ",\"attrs\":{");
+		put_list(b, "dilation", a->dilation, 2);
+		kc_buf_printf(b, ",\"groups\":%" PRId64 ",\"layout\":\"%s\",", a->groups,
+		              a->nhwc ? "NHWC" : "NCHW");
+		put_list(b, "pad", a->pad, 4);
+		kc_buf_putc(b, ',');
+		put_list(b, "stride", a->stride, 2);
+		kc_buf_putc(b, '}');
+		return;
 	case OPK_ELEMWISE:
 	case OPK_ASSIGN: return;
 	}

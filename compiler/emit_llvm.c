@@ -526,6 +526,7 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_CONV2D:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(!"layout op in a loop body");

@@ -20,6 +20,7 @@ typedef enum IrOpKind {
 	OPK_REDUCE,   /* ReduceSum/Max/Min/Prod over attrs.axis */
 	OPK_ASSIGN,   /* Assign(dst, src), InplaceAssign(dst, src, depend) */
 	OPK_MATMUL,   /* MatMul/BatchMatMul: [..., M, K] x [..., K, N] */
+	OPK_CONV,     /* Conv2D: NHWC/NCHW data, OHWI/OIHW weight */
 } IrOpKind;
 
 enum {
@@ -107,7 +108,11 @@ typedef struct IrValue {
  *               depth
  *   Gather      axis[0] in [0, rank of params)
  *   Concat      axis[0] in [0, rank)
- *   MatMul      trans_a, trans_b (the output dtype is dst_type) */
+ *   MatMul      trans_a, trans_b (the output dtype is dst_type)
+ *   Conv2D      nhwc (data NHWC + weight [O,KH,KW,I]; else NCHW + [O,I,KH,KW]),
+ *               stride[2] and dilation[2] as (H, W), pad[4] as (top, bottom,
+ *               left, right), groups (divides Cin and O; weight I = Cin/groups);
+ *               the output dtype is dst_type */
 typedef struct IrAttrs {
 	int naxis;
 	int64_t axis[KC_MAX_RANK];
@@ -117,6 +122,8 @@ typedef struct IrAttrs {
 	int64_t begin[KC_MAX_RANK], strides[KC_MAX_RANK];
 	unsigned shrink;
 	bool trans_a, trans_b;
+	bool nhwc;
+	int64_t stride[2], dilation[2], pad[4], groups;
 } IrAttrs;
 
 struct IrNode {

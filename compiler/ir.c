@@ -163,7 +163,18 @@ ir_graph_print(const IrGraph *g, KcBuf *out)
 				kc_buf_puts(out, ", ");
 			put_operand(out, nd->in[k]);
 		}
-		kc_buf_puts(out, ") : ");
+		kc_buf_putc(out, ')');
+		if (nd->op == IR_OP_CONV2D) {
+			const IrAttrs *a = &nd->attrs;
+			kc_buf_printf(out,
+			              " {%s stride %" PRId64 ",%" PRId64 " dilation %" PRId64
+			              ",%" PRId64 " pad %" PRId64 ",%" PRId64 ",%" PRId64
+			              ",%" PRId64 " groups %" PRId64 "}",
+			              a->nhwc ? "NHWC" : "NCHW", a->stride[0], a->stride[1],
+			              a->dilation[0], a->dilation[1], a->pad[0], a->pad[1],
+			              a->pad[2], a->pad[3], a->groups);
+		}
+		kc_buf_puts(out, " : ");
 		for (int o = 0; o < nd->nout; o++) {
 			if (o)
 				kc_buf_puts(out, ", ");

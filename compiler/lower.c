@@ -567,6 +567,7 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_CONV2D:
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
@@ -871,9 +872,10 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 				P->mat[nd->in[1]->id] = true;
 		}
 		/* Concat: one stage per piece; Gather loads from a buffer */
-		if (nd->op == IR_OP_CONCAT || k == OPK_MATMUL)
+		if (nd->op == IR_OP_CONCAT || k == OPK_MATMUL || k == OPK_CONV)
 			P->mat[nd->out[0]->id] = true;
 		P->nmatmul += k == OPK_MATMUL;
+		P->nreduce += k == OPK_CONV; /* the "reduce" template, for now */
 		if (nd->op == IR_OP_GATHER && nd->in[0]->kind == IRV_OP)
 			P->mat[nd->in[0]->id] = true;
 	}
@@ -1004,6 +1006,7 @@ red_combine(IrOp op)
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_CONV2D:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(0 && "not a reduction");
@@ -1217,6 +1220,116 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	return KC_OK;
 }
 
+/* A reduction loop of extent e (none when e == 1): its index. */
+static LnIdx *
+red_loop(LoopNest *ln, LnStage *st, int64_t e)
+{
+	if (e == 1)
+		return ln_idx_const(ln, 0);
+	LnLoop *l = &st->loops[st->nloops++];
+	l->var = ln_var_new(ln, e);
+	l->extent = e;
+	return ln_idx_var(ln, l->var);
+}
+
+/* The input coordinate of a Conv2D tap along one spatial dim: p = o*s + k*d
+ * is the position in the padded input; the unpadded one is p - lo. When
+ * some tap can fall into the padding, the load index is (p - lo) mod n
+ * (always in bounds) and *cond gets lo <= p < lo + n (the caller selects 0
+ * outside). */
+static LnIdx *
+conv_coord(Lower *L, LnIdx *o, LnIdx *k, int64_t s, int64_t d, int64_t lo, int64_t n, LnExpr **cond)
+{
+	LoopNest *ln = L->ln;
+	LnIdx *p = ln_idx_add(ln, ln_idx_mul(ln, o, s), ln_idx_mul(ln, k, d));
+	if (lo == 0 && ln_idx_max(ln, p) < n)
+		return p;
+	LnExpr *c[2], *pe = expr_new(ln, LNE_INDEX, KC_DT_INT64);
+	pe->idx = p;
+	c[0] = pe;
+	c[1] = expr_new(ln, LNE_CONST, KC_DT_INT64);
+	c[1]->ival = lo;
+	LnExpr *ge = expr_op(ln, IR_OP_GREATER_EQUAL, KC_DT_BOOL, 2, c);
+	c[1] = expr_new(ln, LNE_CONST, KC_DT_INT64);
+	c[1]->ival = lo + n;
+	LnExpr *lt = expr_op(ln, IR_OP_LESS, KC_DT_BOOL, 2, c);
+	LnExpr *both[2] = {ge, lt};
+	LnExpr *in = expr_op(ln, IR_OP_LOGICAL_AND, KC_DT_BOOL, 2, both);
+	if (*cond) {
+		both[0] = *cond;
+		both[1] = in;
+		in = expr_op(ln, IR_OP_LOGICAL_AND, KC_DT_BOOL, 2, both);
+	}
+	*cond = in;
+	int64_t up = (lo + n - 1) / n * n; /* a multiple of n >= lo */
+	return ln_idx_mod(ln, ln_idx_add(ln, p, ln_idx_const(ln, up - lo)), n);
+}
+
+/* Conv2D into buf: one reduction stage. Spatial loops over the output in
+ * storage order (NHWC: n, oh, ow, oc; NCHW: n, oc, oh, ow), reduction loops
+ * inside (NHWC: kh, kw, ci, so the innermost loop is contiguous in both
+ * the input and the [O, KH, KW, I] weight and vectorises as a dot product;
+ * NCHW: ci, kh, kw). Taps in the padding read 0 through a select on
+ * in-bounds (no padded copy). Operands are widened to the output dtype
+ * (the parser refuses a narrowing dst_type); the accumulator is
+ * acc_dtype (fp16 -> f32, fp32 -> f64). (The packed-GEMM templates of the
+ * next issue replace this; it is the correct baseline.) */
+static KcStatus
+conv_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *x = nd->in[0], *wt = nd->in[1], *v = nd->out[0];
+	const IrAttrs *a = &nd->attrs;
+	bool nhwc = a->nhwc;
+	int ih = nhwc ? 1 : 2, iw = nhwc ? 2 : 3, ic = nhwc ? 3 : 1;
+	int64_t O = wt->shape[0], Cg = wt->shape[ic], KH = wt->shape[ih], KW = wt->shape[iw];
+	LnIdx *o[KC_MAX_RANK], *kh, *kw, *ci, *jx[4], *jw[4];
+	LnExpr *cond = NULL;
+
+	shape_loops(ln, st, v, o);
+	int nsp = st->nloops;
+	if (nhwc) {
+		kh = red_loop(ln, st, KH);
+		kw = red_loop(ln, st, KW);
+		ci = red_loop(ln, st, Cg);
+	} else {
+		ci = red_loop(ln, st, Cg);
+		kh = red_loop(ln, st, KH);
+		kw = red_loop(ln, st, KW);
+	}
+	st->nred = st->nloops - nsp;
+	st->ninner = 0;
+	st->accbuf = -1;
+	st->red_op = IR_OP_ADD;
+	LnIdx *c = ci;
+	if (a->groups > 1) /* input channel: group(oc) * Cg + ci */
+		c = ln_idx_add(ln, ln_idx_mul(ln, ln_idx_div(ln, o[ic], O / a->groups), Cg), ci);
+	jx[0] = o[0];
+	jx[ic] = c;
+	jx[ih] =
+	    conv_coord(L, o[ih], kh, a->stride[0], a->dilation[0], a->pad[0], x->shape[ih], &cond);
+	jx[iw] =
+	    conv_coord(L, o[iw], kw, a->stride[1], a->dilation[1], a->pad[2], x->shape[iw], &cond);
+	jw[0] = o[ic];
+	jw[ic] = ci;
+	jw[ih] = kh;
+	jw[iw] = kw;
+	LnExpr *xv = value_at(L, x, jx), *wv = value_at(L, wt, jw);
+	if (!xv || !wv)
+		return L->err->status;
+	if (cond) {
+		LnExpr *s3[3] = {cond, xv, expr_new(ln, LNE_CONST, xv->dtype)};
+		xv = expr_op(ln, IR_OP_SELECT, xv->dtype, 3, s3);
+	}
+	LnExpr *m[2] = {coerce(ln, xv, v->dtype), coerce(ln, wv, v->dtype)};
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = linearize(ln, o, v->shape, v->rank);
+	st->stores[0].value = expr_op(ln, IR_OP_MUL, v->dtype, 2, m);
+	return KC_OK;
+}
+
 /* A new workspace buffer for v. */
 static int
 workspace(LoopNest *ln, const IrValue *v)
@@ -1312,6 +1425,9 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 		L.self = v;
 		if (ir_op_info[nd->op].kind == OPK_REDUCE) {
 			if ((stt = reduce_stage(&L, st, nd, L.matbuf[v->id])) != KC_OK)
+				return stt;
+		} else if (ir_op_info[nd->op].kind == OPK_CONV) {
+			if ((stt = conv_stage(&L, st, nd, L.matbuf[v->id])) != KC_OK)
 				return stt;
 		} else {
 			shape_loops(ln, st, v, idx);

@@ -44,7 +44,7 @@ typedef struct Parser {
 /* clang-format off */
 static const char *const later_ops[] = {
 	"ReduceMean", "Argmax", "Argmin", "AssignAdd",
-	"StridedSliceV2", "Conv2D", "GatherNd",
+	"StridedSliceV2", "GatherNd",
 	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "CumSum", "CumProd", "Complex",
 	"CReal", "CImag", "Pool2D", "PadAkg", "UnPadAkg", "TransData",
 	"LayoutTransform", "EquivFormat", "StandardNormal", "Asinh", "Acosh", "Sin",
@@ -355,6 +355,8 @@ static const char *const known_attrs[] = {
 	"axis", "keep_dims", "perm", "multiples", "begin", "end", "strides", "depth",
 	"transpose_a", "transpose_b",
 	"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask",
+	"stride", "dilation", "pad_list", "pad", "pad_mode", "kernel_size", "group", "groups",
+	"out_channel", "format", "data_format",
 };
 /* clang-format on */
 #define NKNOWN (sizeof known_attrs / sizeof known_attrs[0])
@@ -364,6 +366,8 @@ typedef struct OpAttrs {
 	char dst_where[PTR_MAX], shape_where[PTR_MAX];
 	const cJSON *val[NKNOWN]; /* by known_attrs index; NULL when absent */
 	char where[NKNOWN][PTR_MAX];
+	const char *in0_format; /* the "format" of the op's first input tensor */
+	char in0_where[PTR_MAX];
 } OpAttrs;
 
 static void
@@ -755,6 +759,195 @@ infer_matmul(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 	return KC_OK;
 }
 
+/* A Conv2D stride/dilation attr as (H, W): an int, [h, w], or MindSpore's
+ * four-entry form [1, 1, h, w] (also accepted: [1, h, w, 1]). */
+static bool
+conv_pair(const cJSON *v, int64_t out[2])
+{
+	int64_t l[KC_MAX_RANK];
+	int n;
+	out[0] = out[1] = 1;
+	if (!v || cJSON_IsNull(v))
+		return true;
+	if (!int_list(v, l, &n))
+		return false;
+	if (n == 1) {
+		out[0] = out[1] = l[0];
+	} else if (n == 2) {
+		out[0] = l[0];
+		out[1] = l[1];
+	} else if (n == 4 && l[0] == 1 && l[1] == 1) {
+		out[0] = l[2];
+		out[1] = l[3];
+	} else if (n == 4 && l[0] == 1 && l[3] == 1) {
+		out[0] = l[1];
+		out[1] = l[2];
+	} else {
+		return false;
+	}
+	return out[0] >= 1 && out[1] >= 1 && out[0] <= 0x1p31 && out[1] <= 0x1p31;
+}
+
+/* Conv2D(x, w): x NHWC with w [O, KH, KW, I], or x NCHW with w [O, I, KH,
+ * KW] (MindSpore's layouts). The layout is the input tensor's format when
+ * it is NHWC or NCHW (MindSpore's layout pass rewrites the tensors and
+ * leaves the primitive's "format" attr stale), else data_format/format,
+ * else NCHW. Pads: pad_list, else pad ([top, bottom, left, right] or one
+ * int), else pad_mode "same" (TF rule, extra pad at the bottom/right), else
+ * 0. out = (in + pads - dilation * (k - 1) - 1) / stride + 1; the declared
+ * output shape must equal it (the caller checks). groups must divide Cin
+ * and O with w's I == Cin / groups. */
+static KcStatus
+infer_conv(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *x = nd->in[0], *wt = nd->in[1], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	const cJSON *j;
+	int64_t l[KC_MAX_RANK], shape[4], g1, g2;
+	int n;
+
+	if (x->rank != 4 || wt->rank != 4)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+		               "Conv2D takes a rank-4 input and a rank-4 weight");
+	if (x->dtype != wt->dtype || kc_dtype_info[x->dtype].cls != DTC_FLOAT ||
+	    kc_dtype_info[decl->dtype].cls != DTC_FLOAT)
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in,
+		               "Conv2D takes floating-point input and weight of one dtype (%s, %s "
+		               "-> %s)",
+		               kc_dtype_info[x->dtype].name, kc_dtype_info[wt->dtype].name,
+		               kc_dtype_info[decl->dtype].name);
+	if (decl->dtype != x->dtype &&
+	    kc_dtype_info[decl->dtype].bytes <= kc_dtype_info[x->dtype].bytes)
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, oa->dst_type ? oa->dst_where : w_in,
+		               "Conv2D from %s to %s: only a widening dst_type is supported",
+		               kc_dtype_info[x->dtype].name, kc_dtype_info[decl->dtype].name);
+	/* layout */
+	const char *fmt = oa->in0_format;
+	if (!fmt || (strcmp(fmt, "NHWC") != 0 && strcmp(fmt, "NCHW") != 0)) {
+		fmt = NULL;
+		const char *names[2] = {"data_format", "format"};
+		for (int k = 0; k < 2 && !fmt; k++) {
+			w = w_in;
+			j = attr_get(oa, names[k], &w);
+			if (!j || cJSON_IsNull(j))
+				continue;
+			if (!cJSON_IsString(j) || (strcmp(j->valuestring, "NHWC") != 0 &&
+			                           strcmp(j->valuestring, "NCHW") != 0))
+				return kc_fail(p->err, KC_UNSUPPORTED, w,
+				               "Conv2D %s must be \"NHWC\" or \"NCHW\"", names[k]);
+			fmt = j->valuestring;
+		}
+	}
+	at->nhwc = fmt && strcmp(fmt, "NHWC") == 0;
+	/* stride, dilation */
+	w = w_in;
+	if (!conv_pair(attr_get(oa, "stride", &w), at->stride))
+		return kc_fail(p->err, KC_BAD_GRAPH, w,
+		               "stride must be an int, [h, w] or [1, 1, h, w] of ints >= 1");
+	w = w_in;
+	if (!conv_pair(attr_get(oa, "dilation", &w), at->dilation))
+		return kc_fail(p->err, KC_BAD_GRAPH, w,
+		               "dilation must be an int, [h, w] or [1, 1, h, w] of ints >= 1");
+	/* groups (group and groups must agree) */
+	w = w_in;
+	if (!int_attr(attr_get(oa, "groups", &w), 1, &g1))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "groups must be an int");
+	w = w_in;
+	if (!int_attr(attr_get(oa, "group", &w), g1, &g2))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "group must be an int");
+	if (g1 != g2)
+		return kc_fail(p->err, KC_BAD_GRAPH, w,
+		               "group (%" PRId64 ") and groups (%" PRId64 ") disagree", g2, g1);
+	at->groups = g1;
+	/* shapes: C, H, W of the input; O, I, KH, KW of the weight */
+	int64_t N = x->shape[0], C = x->shape[at->nhwc ? 3 : 1];
+	int64_t H = x->shape[at->nhwc ? 1 : 2], W = x->shape[at->nhwc ? 2 : 3];
+	int64_t O = wt->shape[0], I = wt->shape[at->nhwc ? 3 : 1];
+	int64_t KH = wt->shape[at->nhwc ? 1 : 2], KW = wt->shape[at->nhwc ? 2 : 3];
+	if (at->groups < 1 || C % at->groups != 0 || O % at->groups != 0)
+		return kc_fail(p->err, KC_UNSUPPORTED, w,
+		               "groups %" PRId64 " must divide the input channels (%" PRId64
+		               ") and the output channels (%" PRId64 ")",
+		               at->groups, C, O);
+	if (I * at->groups != C)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+		               "weight has %" PRId64 " input channels; the input has %" PRId64
+		               " in %" PRId64 " group(s)",
+		               I, C, at->groups);
+	w = w_in;
+	j = attr_get(oa, "kernel_size", &w);
+	if (j && !cJSON_IsNull(j)) {
+		int64_t k2[2];
+		if (!conv_pair(j, k2) || k2[0] != KH || k2[1] != KW)
+			return kc_fail(
+			    p->err, KC_BAD_SHAPE, w,
+			    "kernel_size disagrees with the weight's %" PRId64 "x%" PRId64, KH, KW);
+	}
+	w = w_in;
+	j = attr_get(oa, "out_channel", &w);
+	if (j && !cJSON_IsNull(j)) {
+		int64_t oc;
+		if (!int_attr(j, O, &oc) || oc != O)
+			return kc_fail(p->err, KC_BAD_SHAPE, w,
+			               "out_channel disagrees with the weight's %" PRId64, O);
+	}
+	/* pads */
+	int64_t ek[2] = {at->dilation[0] * (KH - 1) + 1, at->dilation[1] * (KW - 1) + 1};
+	int64_t in2[2] = {H, W};
+	w = w_in;
+	j = attr_get(oa, "pad_list", &w);
+	if (!j || cJSON_IsNull(j)) {
+		w = w_in;
+		j = attr_get(oa, "pad", &w);
+	}
+	memset(at->pad, 0, sizeof at->pad);
+	if (j && !cJSON_IsNull(j)) {
+		if (!int_list(j, l, &n) || (n != 1 && n != 4))
+			return kc_fail(p->err, KC_BAD_GRAPH, w,
+			               "pads are [top, bottom, left, right] or one int");
+		for (int k = 0; k < 4; k++) {
+			at->pad[k] = l[n == 1 ? 0 : k];
+			if (at->pad[k] < 0 || at->pad[k] > 0x1p31)
+				return kc_fail(p->err, KC_BAD_GRAPH, w, "pads must be >= 0");
+		}
+	} else {
+		w = w_in;
+		j = attr_get(oa, "pad_mode", &w);
+		if (j && cJSON_IsString(j) &&
+		    (strcmp(j->valuestring, "same") == 0 || strcmp(j->valuestring, "SAME") == 0))
+			for (int d = 0; d < 2; d++) {
+				int64_t o = (in2[d] + at->stride[d] - 1) / at->stride[d];
+				int64_t t = (o - 1) * at->stride[d] + ek[d] - in2[d];
+				t = t > 0 ? t : 0;
+				at->pad[2 * d] = t / 2;
+				at->pad[2 * d + 1] = t - t / 2;
+			}
+	}
+	int64_t osp[2];
+	for (int d = 0; d < 2; d++) {
+		int64_t span = in2[d] + at->pad[2 * d] + at->pad[2 * d + 1] - ek[d];
+		if (span < 0)
+			return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+			               "the %s kernel extent %" PRId64
+			               " exceeds the padded input %" PRId64,
+			               d ? "width" : "height", ek[d],
+			               in2[d] + at->pad[2 * d] + at->pad[2 * d + 1]);
+		osp[d] = span / at->stride[d] + 1;
+	}
+	shape[0] = N;
+	shape[at->nhwc ? 1 : 2] = osp[0];
+	shape[at->nhwc ? 2 : 3] = osp[1];
+	shape[at->nhwc ? 3 : 1] = O;
+	if (oa->dst_type && !dst_type_matches(oa->dst_type, decl->dtype))
+		return kc_fail(p->err, KC_BAD_GRAPH, oa->dst_where,
+		               "dst_type disagrees with the output dtype %s",
+		               kc_dtype_info[decl->dtype].name);
+	out->dtype = decl->dtype;
+	set_shape(out, shape, 4);
+	return KC_OK;
+}
+
 static KcStatus
 infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
 {
@@ -781,6 +974,7 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 	case IR_OP_STRIDED_SLICE: return infer_slice(p, nd, oa, w_in);
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL: return infer_matmul(p, nd, decl, oa, w_in);
+	case IR_OP_CONV2D: return infer_conv(p, nd, decl, oa, w_in);
 	case IR_OP_ONE_HOT: {
 		const cJSON *dj = attr_get(oa, "depth", &w);
 		int64_t depth, ax;
@@ -1087,7 +1281,8 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case IR_OP_GATHER:
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
-	case IR_OP_BATCH_MAT_MUL: return infer_struct(p, nd, decl, oa, w_in);
+	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_CONV2D: return infer_struct(p, nd, decl, oa, w_in);
 	case IR_OP_COUNT: KC_ASSERT(0 && "bad op"); break;
 	}
 
@@ -1096,7 +1291,8 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case OPK_ELEMWISE: return broadcast(p, in, nd->nin, out, w_in);
 	case OPK_REDUCE:
 	case OPK_ASSIGN:
-	case OPK_MATMUL: break; /* infer_struct */
+	case OPK_MATMUL:
+	case OPK_CONV: break; /* infer_struct */
 	case OPK_LAYOUT:
 		out->rank = decl->rank;
 		memcpy(out->shape, decl->shape, sizeof out->shape);
@@ -1209,7 +1405,8 @@ attr_inputs(IrOp op, int *n, int *first)
 	case IR_OP_GATHER: return axis;
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
-	case IR_OP_BATCH_MAT_MUL: break;
+	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_CONV2D: break;
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
@@ -1381,6 +1578,10 @@ parse_op(Parser *p, const cJSON *o, int i)
 		IrValue tmp = {0};
 		if ((st = parse_desc(p, d, wk, &tmp)) != KC_OK)
 			return st;
+		if (nd->nin == 0) {
+			oa.in0_format = jstr(d, "format");
+			subptr(oa.in0_where, "%s/format", wk);
+		}
 		IrValue *v;
 		if (val) {
 			if ((st = parse_const(p, val, wk, &tmp)) != KC_OK)

@@ -48,7 +48,8 @@ Abs Exp Log Sqrt Rsqrt Reciprocal Tanh Erf Square Floor Round Sign Greater
 GreaterEqual Less LessEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot
 IsNan IsInf IsFinite Select Cast BroadcastTo Reshape ReduceSum ReduceMax
 ReduceMin ReduceProd Transpose ExpandDims Tile StridedSlice Assign
-InplaceAssign OneHot Gather Concat MatMul BatchMatMul ElemAny ElemAll""".split())
+InplaceAssign OneHot Gather Concat MatMul BatchMatMul ElemAny ElemAll
+Conv2D""".split())
 SLICE_DTYPES = {"float32", "float16", "int32", "bool"}
 # Ops whose inputs after the first are attributes (v2 value inputs).
 ATTR_TAIL_OPS = {"Cast", "Reshape", "BroadcastTo", "ReduceSum", "ReduceMax",
@@ -288,6 +289,68 @@ def _tie_tol(dts):
     return 2e-3 if "float16" in dts or "bfloat16" in dts else 1e-6
 
 
+def _pair(v, dflt=1):
+    """A Conv2D stride/dilation as (h, w): int, [h, w], [1, 1, h, w] or
+    [1, h, w, 1] (what kcsd accepts)."""
+    if v is None:
+        return dflt, dflt
+    v = _ints(v)
+    if len(v) == 1:
+        return v[0], v[0]
+    if len(v) == 2:
+        return v[0], v[1]
+    if v[0] == 1 and v[1] == 1:
+        return v[2], v[3]
+    return v[1], v[2]
+
+
+def conv2d(op, x, w):
+    """Conv2D in float64. Layout: the input tensor's format when NHWC/NCHW,
+    else data_format/format, else NCHW. NHWC: x [N,H,W,C], w [O,KH,KW,C/g];
+    NCHW: x [N,C,H,W], w [O,C/g,KH,KW]. Pads pad_list|pad [t,b,l,r], else
+    pad_mode same (TF rule), else 0. One BLAS product per kernel tap."""
+    at = op_attrs(op)
+    fmt = data_inputs(op)[0].get("format")
+    if fmt not in ("NHWC", "NCHW"):
+        fmt = at.get("data_format") or at.get("format") or "NCHW"
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    if fmt == "NCHW":
+        x, w = x.transpose(0, 2, 3, 1), w.transpose(0, 2, 3, 1)
+    sh, sw = _pair(at.get("stride"))
+    dh, dw = _pair(at.get("dilation"))
+    g = int(at.get("groups", at.get("group", 1)) or 1)
+    N, H, W, C = x.shape
+    O, KH, KW, Cg = w.shape
+    pads = at.get("pad_list", at.get("pad"))
+    if pads is not None:
+        pads = _ints(pads) * (4 if len(_ints(pads)) == 1 else 1)
+    elif str(at.get("pad_mode", "")).lower() == "same":
+        pads = []
+        for n, k, s, d in ((H, KH, sh, dh), (W, KW, sw, dw)):
+            t = max((-(-n // s) - 1) * s + d * (k - 1) + 1 - n, 0)
+            pads += [t // 2, t - t // 2]
+    else:
+        pads = [0, 0, 0, 0]
+    xp = np.pad(x, ((0, 0), (pads[0], pads[1]), (pads[2], pads[3]), (0, 0)))
+    OH = (xp.shape[1] - dh * (KH - 1) - 1) // sh + 1
+    OW = (xp.shape[2] - dw * (KW - 1) - 1) // sw + 1
+    out = np.zeros((N, OH, OW, O))
+    Og = O // g
+    for kh in range(KH):
+        for kw in range(KW):
+            p = xp[:, kh * dh:kh * dh + sh * (OH - 1) + 1:sh,
+                   kw * dw:kw * dw + sw * (OW - 1) + 1:sw, :]
+            if g == 1:
+                out += (p.reshape(-1, C) @ w[:, kh, kw, :].T).reshape(out.shape)
+            else:
+                out += np.einsum("nhwgc,goc->nhwgo",
+                                 p.reshape(N, OH, OW, g, Cg),
+                                 w[:, kh, kw, :].reshape(g, Og, Cg)
+                                 ).reshape(out.shape)
+    return out.transpose(0, 3, 1, 2) if fmt == "NCHW" else out
+
+
 def reference(desc, inputs):
     """Interprets the composite JSON op by op in float64 (each op's result
     rounded to its declared dtype). inputs: tensor_name -> numpy array.
@@ -440,6 +503,8 @@ def reference(desc, inputs):
                 if at.get("transpose_b"):
                     y = np.swapaxes(y, -1, -2)
                 r = np.matmul(x, y)
+            elif name == "Conv2D":
+                r = conv2d(op, a, b)
             elif name == "OneHot":
                 at = op_attrs(op)
                 depth = _ints(at["depth"])[0]

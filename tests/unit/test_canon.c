@@ -633,6 +633,96 @@ test_const_forms(void)
 	cJSON_Delete(a);
 }
 
+/* Conv2D: the resolved stride, dilation, pads, groups and layout are the
+ * key; their spelling (pad vs pad_list, a pad_mode the pads override,
+ * [1,1,h,w] vs [h,w], a stale format attr, kernel_size/out_channel) is
+ * not. */
+static void
+test_conv(void)
+{
+	static const char cv[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float16','format':'NHWC','shape':[2,9,9,4],"
+	    "'tensor_name':'x'}],"
+	    "[{'data_type':'float16','format':'NHWC','shape':[6,3,3,4],'tensor_name':'w'}]],"
+	    "'output_desc':[{'data_type':'float16','format':'NHWC','shape':[2,5,5,6],"
+	    "'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'Conv2D','attr':[{'name':'stride','value':[1,1,2,2]},"
+	    "{'name':'dilation','value':[1,1,1,1]},{'name':'pad_list','value':[1,1,1,1]},"
+	    "{'name':'pad_mode','value':'same'},{'name':'group','value':1},"
+	    "{'name':'groups','value':1},{'name':'format','value':'NCHW'},"
+	    "{'name':'dst_type','value':'float16'},{'name':'kernel_size','value':[3,3]},"
+	    "{'name':'out_channel','value':6},{'name':'mode','value':1}],"
+	    "'input_desc':[[{'data_type':'float16','format':'NHWC','shape':[2,9,9,4],"
+	    "'tensor_name':'x'}],"
+	    "[{'data_type':'float16','format':'NHWC','shape':[6,3,3,4],'tensor_name':'w'}]],"
+	    "'output_desc':[{'data_type':'float16','format':'NHWC','shape':[2,5,5,6],"
+	    "'tensor_name':'o'}]}]}";
+	cJSON *a = jq(cv), *m;
+	char *canon = NULL;
+	KcDigest k;
+	OK(key_of(a, &k, &canon));
+	printf("# %s\n", canon ? canon : "(none)");
+	OKF(canon && strstr(canon, "\"attrs\":{\"dilation\":[1,1],\"groups\":1,\"layout\":\"NHWC\","
+	                           "\"pad\":[1,1,1,1],\"stride\":[2,2]}"),
+	    "Conv2D canonical attrs");
+	free(canon);
+	/* invariant */
+	m = jq(cv), jset(m, "/op_desc/0/attr/2/name", "'pad'");
+	OKF(same_and_free(m, jq(cv)), "pad spelled pad");
+	m = jq(cv), jset(m, "/op_desc/0/attr/0/value", "[2,2]");
+	OKF(same_and_free(m, jq(cv)), "stride [2,2]");
+	m = jq(cv), jset(m, "/op_desc/0/attr/1/value", "1");
+	OKF(same_and_free(m, jq(cv)), "dilation 1");
+	m = jq(cv), jset(m, "/op_desc/0/attr/3/value", "'pad'");
+	OKF(same_and_free(m, jq(cv)), "pad_mode pad");
+	m = jq(cv), jdel(m, "/op_desc/0/attr/2");
+	OKF(same_and_free(m, jq(cv)), "pads from pad_mode same");
+	m = jq(cv), jset(m, "/op_desc/0/attr/6/value", "'NHWC'");
+	OKF(same_and_free(m, jq(cv)), "format attr (stale) is noise");
+	m = jq(cv); /* mode, out_channel, kernel_size, dst_type */
+	jdel(m, "/op_desc/0/attr/10"), jdel(m, "/op_desc/0/attr/9");
+	jdel(m, "/op_desc/0/attr/8"), jdel(m, "/op_desc/0/attr/7");
+	OKF(same_and_free(m, jq(cv)), "dst_type, kernel_size, out_channel, mode are restatements");
+	/* sensitive */
+	m = jq(cv), jset(m, "/op_desc/0/attr/2/value", "[2,0,1,1]");
+	OKF(!same_and_free(m, jq(cv)), "pads top/bottom");
+	m = jq(cv), jset(m, "/op_desc/0/attr/2/value", "[1,1,2,0]");
+	OKF(!same_and_free(m, jq(cv)), "pads left/right");
+	m = jq(cv), jset(m, "/op_desc/0/attr/1/value", "[1,1,2,2]"),
+	jset(m, "/op_desc/0/attr/2/value", "[2,2,2,2]");
+	OKF(!same_and_free(m, jq(cv)), "dilation 2");
+	/* layout: x [1,4,4,4], w [4,4,4,4], pads [1,2,1,2] give [1,4,4,4] read
+	 * as NHWC or as NCHW; the two are different kernels */
+	cJSON *l[2];
+	for (int q = 0; q < 2; q++) {
+		static const char *const sh[] = {"/input_desc/0/0/shape",
+		                                 "/input_desc/1/0/shape",
+		                                 "/output_desc/0/shape",
+		                                 "/op_desc/0/input_desc/0/0/shape",
+		                                 "/op_desc/0/input_desc/1/0/shape",
+		                                 "/op_desc/0/output_desc/0/shape"};
+		static const char *const fm[] = {"/input_desc/0/0/format",
+		                                 "/input_desc/1/0/format",
+		                                 "/output_desc/0/format",
+		                                 "/op_desc/0/input_desc/0/0/format",
+		                                 "/op_desc/0/input_desc/1/0/format",
+		                                 "/op_desc/0/output_desc/0/format"};
+		l[q] = jq(cv);
+		for (int f = 0; f < 6; f++) {
+			jset(l[q], sh[f], f == 1 || f == 4 ? "[4,4,4,4]" : "[1,4,4,4]");
+			jset(l[q], fm[f], q ? "'NCHW'" : "'NHWC'");
+		}
+		jset(l[q], "/op_desc/0/attr/0/value", "[1,1,1,1]");
+		jset(l[q], "/op_desc/0/attr/2/value", "[1,2,1,2]");
+		jset(l[q], "/op_desc/0/attr/8/value", "[4,4]");
+		jset(l[q], "/op_desc/0/attr/9/value", "4");
+	}
+	OKF(diff_key(l[0], l[1]), "NHWC and NCHW differ");
+	cJSON_Delete(l[0]);
+	cJSON_Delete(l[1]);
+	cJSON_Delete(a);
+}
+
 int
 main(void)
 {
@@ -640,5 +730,6 @@ main(void)
 	t_sub("hand-written graph", test_small);
 	t_sub("constant spellings", test_const_forms);
 	t_sub("reductions, layout ops, in-place writes", test_new_ops);
+	t_sub("Conv2D attrs", test_conv);
 	return t_done();
 }

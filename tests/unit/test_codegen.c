@@ -2258,6 +2258,177 @@ elem_any_all(void)
 	}
 }
 
+/* A tensor operand with a format ("NHWC", "NCHW", "DefaultFormat"). */
+static const char *
+TF(const char *name, const char *dt, const char *shape, const char *fmt)
+{
+	char *s = pool_s[pool_i++ % 64];
+	snprintf(s, 256,
+	         "{\"data_type\":\"%s\",\"format\":\"%s\",\"name\":\"x\",\"shape\":[%s],"
+	         "\"tensor_name\":\"%s\"}",
+	         dt, fmt, shape, name);
+	return s;
+}
+
+/* Conv2D against a double reference: NHWC (weight [O,KH,KW,I], the layout
+ * from the tensor format with a stale "format":"NCHW" attr as MindSpore
+ * sends it) and NCHW (weight [O,I,KH,KW], the layout from data_format),
+ * strides, dilation, asymmetric pads, groups (depthwise), 1x1, float16 in
+ * with float16 or float32 out; serial and 3-thread runs agree (run2). */
+static void
+conv2ds(void)
+{
+	static const struct {
+		int N, C, H, W, O, KH, KW, sh, sw, dh, dw, pt, pb, pl, pr, grp, nhwc, half, o32;
+	} cs[] = {
+	    {2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0},
+	    {1, 8, 9, 8, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+	    {2, 4, 10, 9, 6, 3, 2, 1, 2, 2, 2, 2, 1, 0, 3, 1, 0, 0, 0},
+	    {1, 6, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, 0, 0},
+	    {1, 4, 7, 6, 4, 2, 2, 2, 1, 1, 2, 0, 1, 1, 0, 2, 0, 1, 1},
+	    {1, 16, 5, 5, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0},
+	    {2, 33, 11, 11, 7, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0},
+	    {1, 5, 6, 7, 3, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, 0, 0},
+	};
+	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+		int N = cs[ci].N, C = cs[ci].C, H = cs[ci].H, W = cs[ci].W, O = cs[ci].O;
+		int KH = cs[ci].KH, KW = cs[ci].KW, grp = cs[ci].grp, Cg = C / grp, Og = O / grp;
+		int OH = (H + cs[ci].pt + cs[ci].pb - cs[ci].dh * (KH - 1) - 1) / cs[ci].sh + 1;
+		int OW = (W + cs[ci].pl + cs[ci].pr - cs[ci].dw * (KW - 1) - 1) / cs[ci].sw + 1;
+		bool nhwc = cs[ci].nhwc, half = cs[ci].half;
+		const char *dt = half ? "float16" : "float32";
+		const char *odt = cs[ci].o32 ? "float32" : dt;
+		const char *fmt = nhwc ? "NHWC" : "DefaultFormat";
+		char sx[64], sw[64], so[64], attr[1024];
+		if (nhwc) {
+			snprintf(sx, sizeof sx, "%d,%d,%d,%d", N, H, W, C);
+			snprintf(sw, sizeof sw, "%d,%d,%d,%d", O, KH, KW, Cg);
+			snprintf(so, sizeof so, "%d,%d,%d,%d", N, OH, OW, O);
+		} else {
+			snprintf(sx, sizeof sx, "%d,%d,%d,%d", N, C, H, W);
+			snprintf(sw, sizeof sw, "%d,%d,%d,%d", O, Cg, KH, KW);
+			snprintf(so, sizeof so, "%d,%d,%d,%d", N, O, OH, OW);
+		}
+		snprintf(attr, sizeof attr,
+		         "[{\"name\":\"stride\",\"value\":[1,1,%d,%d]},"
+		         "{\"name\":\"dilation\",\"value\":[1,1,%d,%d]},"
+		         "{\"name\":\"pad_list\",\"value\":[%d,%d,%d,%d]},"
+		         "{\"name\":\"pad_mode\",\"value\":\"pad\"},"
+		         "{\"name\":\"group\",\"value\":%d},{\"name\":\"groups\",\"value\":%d},"
+		         "{\"name\":\"kernel_size\",\"value\":[%d,%d]},"
+		         "{\"name\":\"out_channel\",\"value\":%d},"
+		         "{\"name\":\"%s\",\"value\":\"NCHW\"},"
+		         "{\"name\":\"dst_type\",\"value\":\"%s\"}]",
+		         cs[ci].sh, cs[ci].sw, cs[ci].dh, cs[ci].dw, cs[ci].pt, cs[ci].pb,
+		         cs[ci].pl, cs[ci].pr, grp, grp, KH, KW, O, nhwc ? "format" : "data_format",
+		         odt);
+		G g = {0};
+		K k;
+		g_in(&g, "x", dt, sx);
+		g_in(&g, "w", dt, sw);
+		g_opa(&g, "Conv2D", attr, "y", odt, so, 2, TF("x", dt, sx, fmt),
+		      TF("w", dt, sw, fmt), NULL);
+		g_out(&g, "y", odt, so);
+		bool built = build(&k, &g, "Fused_Conv2D", &host, NULL, true);
+		OKF(built, "conv2d case %zu builds", ci);
+		if (!built) {
+			unload(&k);
+			continue;
+		}
+		if (ci == 1) { /* the dumps: attrs in the graph, the in-bounds select */
+			const char *gd = k.dump.data ? strstr(k.dump.data, "Conv2D(") : NULL;
+			OKF(gd && strstr(gd, "{NHWC stride 2,2 dilation 1,1 pad 1,1,1,1 groups 1}"),
+			    "graph dump shows the Conv2D attrs");
+			const char *low = k.dump.data ? strstr(k.dump.data, "== lower ==") : NULL;
+			OKF(low && strstr(low, "select"), "lowered Conv2D selects on in-bounds");
+			if (low)
+				printf("# %.1500s\n", low);
+		}
+		size_t nx = (size_t)N * C * H * W, nw = (size_t)O * Cg * KH * KW;
+		size_t no = (size_t)N * O * OH * OW, es = half ? 2 : 4, oes = cs[ci].o32 ? 4 : es;
+		float *fx = frand(nx, -1, 1, 61 + (unsigned)ci), *fw = frand(nw, -1, 1, 71);
+		void *xx = malloc(nx * es), *xw = malloc(nw * es);
+		for (size_t i = 0; i < nx; i++) {
+			if (half)
+				((uint16_t *)xx)[i] = f2h(fx[i]), fx[i] = h2f(((uint16_t *)xx)[i]);
+			else
+				((float *)xx)[i] = fx[i];
+		}
+		for (size_t i = 0; i < nw; i++) {
+			if (half)
+				((uint16_t *)xw)[i] = f2h(fw[i]), fw[i] = h2f(((uint16_t *)xw)[i]);
+			else
+				((float *)xw)[i] = fw[i];
+		}
+		void *o1 = calloc(no, oes), *o2 = calloc(no, oes);
+		void *args[] = {xx, xw, o1};
+		size_t ob = no * oes;
+		OKF(run2(&k, args, 2, &o2, &ob, 1), "conv2d case %zu runs", ci);
+		int bad = 0;
+		for (int n = 0; n < N; n++)
+			for (int o = 0; o < O; o++)
+				for (int oh = 0; oh < OH; oh++)
+					for (int ow = 0; ow < OW; ow++) {
+						double acc = 0;
+						for (int c = 0; c < Cg; c++)
+							for (int kh = 0; kh < KH; kh++)
+								for (int kw = 0; kw < KW; kw++) {
+									int h = oh * cs[ci].sh +
+									        kh * cs[ci].dh -
+									        cs[ci].pt;
+									int w = ow * cs[ci].sw +
+									        kw * cs[ci].dw -
+									        cs[ci].pl;
+									if (h < 0 || h >= H ||
+									    w < 0 || w >= W)
+										continue;
+									int ic = (o / Og) * Cg + c;
+									size_t xi =
+									    nhwc ? (((size_t)n * H +
+									             h) *
+									                W +
+									            w) * C +
+									               ic
+									         : (((size_t)n * C +
+									             ic) *
+									                H +
+									            h) * W +
+									               w;
+									size_t wi =
+									    nhwc
+									        ? (((size_t)o * KH +
+									            kh) *
+									               KW +
+									           kw) * Cg +
+									              c
+									        : (((size_t)o * Cg +
+									            c) *
+									               KH +
+									           kh) * KW +
+									              kw;
+									acc +=
+									    (double)fx[xi] * fw[wi];
+								}
+						size_t yi =
+						    nhwc
+						        ? (((size_t)n * OH + oh) * OW + ow) * O + o
+						        : (((size_t)n * O + o) * OH + oh) * OW + ow;
+						double got = oes == 4 ? ((float *)o1)[yi]
+						                      : h2f(((uint16_t *)o1)[yi]);
+						double tol = oes == 4 ? 1e-5 * (1 + fabs(acc))
+						                      : 1e-3 * (1 + fabs(acc));
+						if (fabs(got - acc) > tol && bad++ < 3)
+							printf("# case %zu y[%zu] = %g, want %g\n",
+							       ci, yi, got, acc);
+					}
+		OKF(bad == 0, "conv2d case %zu (%s %s -> %s, %dx%d s%d,%d d%d,%d g%d): %d bad", ci,
+		    nhwc ? "NHWC" : "NCHW", dt, odt, KH, KW, cs[ci].sh, cs[ci].sw, cs[ci].dh,
+		    cs[ci].dw, grp, bad);
+		free(fx), free(fw), free(xx), free(xw), free(o1), free(o2);
+		unload(&k);
+	}
+}
+
 int
 main(void)
 {
@@ -2299,5 +2470,6 @@ main(void)
 	t_sub("index_ops", index_ops);
 	t_sub("matmuls", matmuls);
 	t_sub("elem_any_all", elem_any_all);
+	t_sub("conv2ds", conv2ds);
 	return t_done();
 }

@@ -285,7 +285,7 @@ test_ops(void)
 {
 	cJSON *d;
 	KcErr err = {0};
-	d = base(), jset(d, "/op_desc/0/name", "'Conv2D'");
+	d = base(), jset(d, "/op_desc/0/name", "'Pool2D'");
 	OK(parse_doc(d, NULL, &err) == KC_UNSUPPORTED_OP &&
 	   strcmp(err.where, "/op_desc/0/name") == 0 && strstr(err.msg, "not supported yet"));
 	cJSON_Delete(d);
@@ -319,7 +319,7 @@ test_ops(void)
 	/* an unsupported op later in the file is reported before other errors */
 	d = base();
 	jset(d, "/op_desc/0/input_desc/0/0/tensor_name", "'nope'");
-	jset(d, "/op_desc/1/name", "'Conv2D'");
+	jset(d, "/op_desc/1/name", "'Pool2D'");
 	expect(d, KC_UNSUPPORTED_OP, "/op_desc/1/name", "unsupported op first");
 	d = base(), jset(d, "/op_desc/0/output_desc/1",
 	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'x'}");
@@ -759,6 +759,86 @@ test_reduce_layout(void)
 	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/2/value", "dst_type disagrees");
 	d = jq(mm), jset(d, "/op_desc/0/attr/0/value", "'yes'");
 	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "transpose_a not a bool");
+
+	/* Conv2D as MindSpore sends it: NHWC tensors, a stale "format":"NCHW"
+	 * attr, stride [1,1,h,w]; the output shape comes from pad_list (not
+	 * pad_mode) and must equal the declared one */
+	static const char conv[] =
+	    "{'op':'k','input_desc':[[{'data_type':'float32','format':'NHWC','shape':[2,9,9,4],"
+	    "'tensor_name':'x'}],"
+	    "[{'data_type':'float32','format':'NHWC','shape':[6,3,3,4],'tensor_name':'w'}]],"
+	    "'output_desc':[{'data_type':'float32','format':'NHWC','shape':[2,5,5,6],"
+	    "'tensor_name':'o'}],"
+	    "'op_desc':[{'name':'Conv2D','attr':[{'name':'stride','value':[1,1,2,2]},"
+	    "{'name':'dilation','value':[1,1,1,1]},{'name':'pad_list','value':[1,1,1,1]},"
+	    "{'name':'pad_mode','value':'same'},{'name':'group','value':1},"
+	    "{'name':'groups','value':1},{'name':'format','value':'NCHW'},"
+	    "{'name':'dst_type','value':'float32'},{'name':'kernel_size','value':[3,3]},"
+	    "{'name':'out_channel','value':6}],"
+	    "'input_desc':[[{'data_type':'float32','format':'NHWC','shape':[2,9,9,4],"
+	    "'tensor_name':'x'}],"
+	    "[{'data_type':'float32','format':'NHWC','shape':[6,3,3,4],'tensor_name':'w'}]],"
+	    "'output_desc':[{'data_type':'float32','format':'NHWC','shape':[2,5,5,6],"
+	    "'tensor_name':'o'}]}]}";
+	expect(jq(conv), KC_OK, NULL, "Conv2D NHWC stride 2 pads 1");
+	d = jq(conv), jset(d, "/op_desc/0/attr/2/value", "[0,0,0,0]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape",
+	       "Conv2D: pad_list 0 gives 4x4, not the declared 5x5");
+	d = jq(conv), jdel(d, "/op_desc/0/attr/2");
+	expect(d, KC_OK, NULL, "Conv2D: no pad_list, pad_mode same");
+	d = jq(conv), jdel(d, "/op_desc/0/attr/2"), jset(d, "/op_desc/0/attr/2/value", "'valid'");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Conv2D: pad_mode valid");
+	d = jq(conv), jset(d, "/op_desc/0/attr/2/name", "'pad'");
+	expect(d, KC_OK, NULL, "Conv2D: pad instead of pad_list");
+	d = jq(conv), jset(d, "/op_desc/0/attr/1/value", "[2,2]"),
+	jset(d, "/op_desc/0/attr/2/value", "2");
+	expect(d, KC_OK, NULL, "Conv2D: dilation [2,2], pad 2");
+	d = jq(conv), jset(d, "/op_desc/0/attr/0/value", "[1,2,3]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "Conv2D: stride of 3");
+	d = jq(conv), jset(d, "/op_desc/0/attr/1/value", "[2,2,1,1]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/1/value", "Conv2D: dilation [2,2,1,1]");
+	d = jq(conv), jset(d, "/op_desc/0/attr/4/value", "2");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/4/value", "Conv2D: group and groups disagree");
+	d = jq(conv), jset(d, "/op_desc/0/attr/4/value", "3"),
+	jset(d, "/op_desc/0/attr/5/value", "3");
+	expect(d, KC_UNSUPPORTED, "/op_desc/0/attr/4/value", "Conv2D: groups 3 of 4 channels");
+	d = jq(conv), jset(d, "/op_desc/0/attr/4/value", "2"),
+	jset(d, "/op_desc/0/attr/5/value", "2");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "Conv2D: weight I != Cin / groups");
+	d = jq(conv), jset(d, "/op_desc/0/attr/8/value", "[3,2]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/attr/8/value", "Conv2D: kernel_size disagrees");
+	d = jq(conv), jset(d, "/op_desc/0/attr/9/value", "5");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/attr/9/value", "Conv2D: out_channel disagrees");
+	d = jq(conv), jset(d, "/op_desc/0/attr/7/value", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/7/value", "Conv2D: dst_type disagrees");
+	/* without a tensor layout the (here wrong) format attr decides: NCHW */
+	d = jq(conv), jset(d, "/op_desc/0/input_desc/0/0/format", "'DefaultFormat'");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "Conv2D: DefaultFormat + format NCHW");
+	d = jq(conv), jset(d, "/op_desc/0/input_desc/0/0/format", "'DefaultFormat'"),
+	jset(d, "/op_desc/0/attr/6/value", "'NC1HWC0'");
+	expect(d, KC_UNSUPPORTED, "/op_desc/0/attr/6/value", "Conv2D: format NC1HWC0");
+	d = jq(conv), jset(d, "/op_desc/0/input_desc/0/0/format", "'DefaultFormat'"),
+	jset(d, "/op_desc/0/attr/6/name", "'data_format'"),
+	jset(d, "/op_desc/0/attr/6/value", "'NHWC'");
+	expect(d, KC_OK, NULL, "Conv2D: DefaultFormat + data_format NHWC");
+	/* NCHW: x [2,4,9,9], w [6,4,3,3] (O, I, KH, KW) */
+	d = jq(conv);
+	for (int q = 0; q < 2; q++) {
+		const char *pre = q ? "/op_desc/0" : "";
+		char ptr[128];
+		snprintf(ptr, sizeof ptr, "%s/input_desc/0/0/shape", pre);
+		jset(d, ptr, "[2,4,9,9]");
+		snprintf(ptr, sizeof ptr, "%s/input_desc/1/0/shape", pre);
+		jset(d, ptr, "[6,4,3,3]");
+		snprintf(ptr, sizeof ptr, "%s/output_desc/0/shape", pre);
+		jset(d, ptr, "[2,6,5,5]");
+		snprintf(ptr, sizeof ptr, "%s/input_desc/0/0/format", pre);
+		jset(d, ptr, "'NCHW'");
+	}
+	expect(d, KC_OK, NULL, "Conv2D NCHW");
+	d = jq(conv), jset(d, "/op_desc/0/input_desc/1/0/data_type", "'float16'"),
+	jset(d, "/input_desc/1/0/data_type", "'float16'");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/op_desc/0/input_desc", "Conv2D: mixed dtypes");
 }
 
 static const char assign_json[] =
@@ -913,6 +993,7 @@ static const char *const eligible[] = {
     "Fused_MaximumGrad_TupleGetItem_Add_",
     "Fused_Cast_DropoutGrad_Cast_ReluGrad_",
     "Fused_Mul_Cast_Add_split_",
+    "Fused_Conv2D_split_",
 };
 
 static void
