@@ -426,6 +426,7 @@ op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_CONV2D:
 	case IR_OP_ELEM_ANY:
 	case IR_OP_ELEM_ALL:
 	case IR_OP_COUNT: KC_ASSERT(!"not elementwise"); break;
@@ -691,6 +692,58 @@ matmul(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 	}
 }
 
+/* Conv2D: y[n,oh,ow,o] = sum over kh, kw, ci of
+ * x[n, oh*sh + kh*dh - pt, ow*sw + kw*dw - pl, ch(o, ci)] * w[o, kh, kw, ci]
+ * (NHWC data, [O,KH,KW,I] weights; NCHW: [N,C,H,W] and [O,I,KH,KW]), taps in
+ * the padding count as 0, group g of O/G output channels reads input
+ * channels g*(C/G) .. (g+1)*(C/G)-1. Sums in double, rounded at the end. */
+static void
+conv2d(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
+{
+	const IrValue *x = nd->in[0], *w = nd->in[1], *out = nd->out[0];
+	const Cell *xv = I->val[x->id], *wv = I->val[w->id];
+	const uint8_t *tx = I->tie[x->id], *tw = I->tie[w->id];
+	const IrAttrs *at = &nd->attrs;
+	bool nhwc = at->nhwc;
+	int64_t N = x->shape[0];
+	int64_t C = nhwc ? x->shape[3] : x->shape[1];
+	int64_t H = nhwc ? x->shape[1] : x->shape[2], W = nhwc ? x->shape[2] : x->shape[3];
+	int64_t O = w->shape[0];
+	int64_t KH = nhwc ? w->shape[1] : w->shape[2], KW = nhwc ? w->shape[2] : w->shape[3];
+	int64_t OH = nhwc ? out->shape[1] : out->shape[2], OW = nhwc ? out->shape[2] : out->shape[3];
+	int64_t G = at->groups > 0 ? at->groups : 1, CG = C / G, OG = O / G;
+
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t o = 0; o < O; o++)
+			for (int64_t oh = 0; oh < OH; oh++)
+				for (int64_t ow = 0; ow < OW; ow++) {
+					double s = 0;
+					uint8_t t = 0;
+					for (int64_t kh = 0; kh < KH; kh++)
+						for (int64_t kw = 0; kw < KW; kw++) {
+							int64_t ih = oh * at->stride[0] + kh * at->dilation[0] - at->pad[0];
+							int64_t iw = ow * at->stride[1] + kw * at->dilation[1] - at->pad[2];
+							if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+								continue;
+							for (int64_t ci = 0; ci < CG; ci++) {
+								int64_t c = (o / OG) * CG + ci;
+								int64_t ex = nhwc ? ((n * H + ih) * W + iw) * C + c
+								                  : ((n * C + c) * H + ih) * W + iw;
+								int64_t ew = nhwc ? ((o * KH + kh) * KW + kw) * CG + ci
+								                  : ((o * CG + ci) * KH + kh) * KW + kw;
+								s += xv[ex].f * wv[ew].f;
+								if (tout)
+									t |= (tx ? tx[ex] : 0) | (tw ? tw[ew] : 0);
+							}
+						}
+					int64_t eo = nhwc ? ((n * OH + oh) * OW + ow) * O + o
+					                  : ((n * O + o) * OH + oh) * OW + ow;
+					r[eo].f = round_fl(s, out->dtype);
+					if (tout)
+						tout[eo] = t;
+				}
+}
+
 /* The non-elementwise ops of node nd into r (allocated). */
 static KcStatus
 eval_struct(Interp *I, const IrNode *nd, Cell *r)
@@ -712,6 +765,7 @@ eval_struct(Interp *I, const IrNode *nd, Cell *r)
 	case IR_OP_ELEM_ALL: reduce(I, nd, r, tout); return KC_OK;
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL: matmul(I, nd, r, tout); return KC_OK;
+	case IR_OP_CONV2D: conv2d(I, nd, r, tout); return KC_OK;
 	case IR_OP_ASSIGN:
 	case IR_OP_INPLACE_ASSIGN: {
 		/* yields src (Assign) or depend (InplaceAssign); src goes into
@@ -1082,6 +1136,7 @@ mark_positive(const IrGraph *g, char *need)
 		case IR_OP_CONCAT:
 		case IR_OP_MAT_MUL:
 		case IR_OP_BATCH_MAT_MUL:
+		case IR_OP_CONV2D:
 		case IR_OP_ELEM_ANY:
 		case IR_OP_ELEM_ALL:
 		case IR_OP_COUNT: break;

@@ -511,6 +511,8 @@ layout_ops(void)
 }
 
 #define TD(n, dt, shp) "{'data_type':'" dt "','shape':[" shp "],'tensor_name':'" n "'}"
+#define TDF(n, dt, shp, fmt)                                                                      \
+	"{'data_type':'" dt "','format':'" fmt "','shape':[" shp "],'tensor_name':'" n "'}"
 #define GRAPH(ins, outs, ops)                                                                      \
 	"{'composite':true,'op':'t','process':'cpu','version':1,'input_desc':[" ins                \
 	"],'output_desc':[" outs "],'op_desc':[" ops "]}"
@@ -975,6 +977,22 @@ static const char *const struct_graphs[] = {
                                                                                            F32("q",
                                                                                                "6,"
                                                                                                "3"))),
+    /* Conv2D NHWC, stride 2, asymmetric pads */
+    GRAPH("[" F32("x", "2,7,6,3") "],[" F32("w", "4,3,3,3") "]", F32("y", "2,4,3,4"),
+          OP2("Conv2D",
+              "[{'name':'stride','value':[1,1,2,2]},{'name':'pad_list','value':[1,1,0,1]},"
+              "{'name':'dilation','value':[1,1,1,1]},{'name':'group','value':1},"
+              "{'name':'format','value':'NHWC'}]",
+              TDF("x", "float32", "2,7,6,3", "NHWC"), TDF("w", "float32", "4,3,3,3", "NHWC"),
+              TDF("y", "float32", "2,4,3,4", "NHWC"))),
+    /* Conv2D NCHW, 2 groups, dilation 2 */
+    GRAPH("[" F32("x", "1,4,7,7") "],[" F32("w", "6,2,2,2") "]", F32("y", "1,6,5,5"),
+          OP2("Conv2D",
+              "[{'name':'stride','value':[1,1,1,1]},{'name':'pad_list','value':[0,0,0,0]},"
+              "{'name':'dilation','value':[1,1,2,2]},{'name':'group','value':2},"
+              "{'name':'groups','value':2},{'name':'format','value':'NCHW'}]",
+              TDF("x", "float32", "1,4,7,7", "NCHW"), TDF("w", "float32", "6,2,2,2", "NCHW"),
+              TDF("y", "float32", "1,6,5,5", "NCHW"))),
 };
 
 static void
@@ -1029,7 +1047,8 @@ kernels(void)
 		    label);
 	}
 	static const char *const names[] = {"softmax",     "layernorm",  "matmul+bias",
-	                                    "batchmatmul", "layout mix", "gather/onehot/assign"};
+	                                    "batchmatmul", "layout mix", "gather/onehot/assign",
+	                                    "conv2d nhwc", "conv2d nchw groups"};
 	for (size_t i = 0; i < sizeof struct_graphs / sizeof struct_graphs[0]; i++) {
 		char *j = strdup(struct_graphs[i]);
 		for (char *q = j; *q; q++)
