@@ -105,6 +105,7 @@ typedef struct ApiResponse {
 typedef struct ApiStats {
 	uint64_t compiles;  /* kc_compile calls that produced a kernel */
 	uint64_t hits;      /* compile requests answered from the cache */
+	uint64_t fast_hits; /* ... of which on the HTTP thread (api_handle_fast) */
 	uint64_t coalesced; /* compile requests that waited for another's compile */
 	uint64_t failures;  /* compile requests answered with an error */
 } ApiStats;
@@ -125,6 +126,15 @@ bool api_route(const char *method, const char *path, ApiMatch *m, ApiResponse *r
  * JSON error bodies). Blocking routes (API_F_BLOCKING) must be called from a
  * worker thread. */
 void api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
+/* Tries to answer a blocking route without blocking, on the calling (HTTP)
+ * thread, once its whole body is in. Today: a POST /v1/compile of a body
+ * (and ?target=) answered before, since the last schedule change, whose
+ * kernel is still in the cache and passes the artifact check. Returns true
+ * with *resp filled (the same reply the worker would give for the hit);
+ * false, with *resp untouched, when the request must go to a worker
+ * (api_handle). Does no LMDB write and no compile; thread-safe. */
+bool api_handle_fast(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 
 /* Fills *resp with the JSON error body for `st` (its HTTP status and wire
  * code), `where` (may be NULL or "") and `msg` (NULL: the status text).

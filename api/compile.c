@@ -8,9 +8,18 @@
  * request for the same id waits on the condition variable and then reads
  * the cache. The leader's error, if any, is handed to its waiters.
  *
- * Stored meta part: the response without "cache", "request_ms" and
- * "object_base64"; those three are appended per request.
+ * Stored meta part: the response without "ms_hash", "cache", "request_ms"
+ * and "object_base64"; those are appended per request.
+ *
+ * The hit memo: a body answered once (hit or compile) is remembered as
+ * SHA-256(body, ?target, schedule generation) -> (kernel_id, ms_hash). A
+ * repeat of it is answered on the HTTP thread (api_compile_fast) from the
+ * cache alone: no parse, no name hash, no worker hop. The generation is
+ * bumped after every schedule write (route.c), so a memo entry never
+ * outlives the schedule choice it was made under; a kernel that has left
+ * the cache, or fails the artifact check, sends the request the slow way.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +46,239 @@ typedef struct Chosen {
 	char *measured;     /* JSON text or NULL (null), malloc'd */
 	char *provenance;   /* JSON text or NULL, malloc'd */
 } Chosen;
+
+/* MindSpore's kernel-name hash of a request body, when it has one. */
+typedef struct MsHash {
+	bool ok;
+	uint64_t v;
+} MsHash;
+
+/* ---- the hit memo ------------------------------------------------------- */
+
+/* Set-associative: a key's set is fixed by its first bytes, and a full set
+ * replaces its least recently used way. */
+#define MEMO_WAYS 4
+#define MEMO_SETS (API_MEMO_ENTRIES / MEMO_WAYS)
+
+typedef struct MemoEntry {
+	KcDigest key;
+	KcDigest kid;
+	KcDigest workload; /* for api_recent_put, as the slow path does */
+	MsHash ms;
+	uint64_t used; /* ApiMemo.clock at the last use; 0: empty */
+} MemoEntry;
+
+/* A hit's reply parts kept in memory by kernel_id: the metadata without
+ * its closing brace and the object in base64, made from the values that
+ * read_artifact read and verified, with their frame checksums. A later
+ * fast hit asks the store only whether it still holds those values
+ * (cache_peek_digests: no copy, no hash) and copies these; a tampered or
+ * replaced value has another checksum and sends it to read_artifact. */
+#define REPLY_WAYS 4
+#define REPLY_SETS 64
+#define REPLY_MAX_BYTES ((size_t)64 << 20) /* all entries */
+#define REPLY_MAX_ONE ((size_t)4 << 20)    /* one entry (metadata + base64) */
+
+typedef struct Reply {
+	KcDigest kid;
+	KcDigest sums[2]; /* frame checksums of the meta and object parts */
+	char *text;       /* head_len bytes of metadata, then b64_len of base64 */
+	size_t head_len, b64_len;
+	int refs;      /* the table's, plus one per reader; under ApiMemo.mu */
+	uint64_t used; /* ApiMemo.clock at the last use */
+} Reply;
+
+struct ApiMemo {
+	pthread_mutex_t mu;
+	uint64_t clock;
+	MemoEntry e[API_MEMO_ENTRIES];
+	Reply *reply[REPLY_SETS * REPLY_WAYS];
+	size_t reply_bytes;
+};
+
+ApiMemo *
+api_memo_new(void)
+{
+	ApiMemo *m = kc_xcalloc(1, sizeof *m);
+	pthread_mutex_init(&m->mu, NULL);
+	return m;
+}
+
+static void
+reply_unref_locked(Reply *r)
+{
+	if (--r->refs == 0) {
+		free(r->text);
+		free(r);
+	}
+}
+
+void
+api_memo_free(ApiMemo *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < REPLY_SETS * REPLY_WAYS; i++)
+		if (m->reply[i])
+			reply_unref_locked(m->reply[i]);
+	pthread_mutex_destroy(&m->mu);
+	free(m);
+}
+
+/* Removes table slot i (ApiMemo.mu held). */
+static void
+reply_remove_locked(ApiMemo *m, int i)
+{
+	Reply *r = m->reply[i];
+	m->reply[i] = NULL;
+	m->reply_bytes -= r->head_len + r->b64_len;
+	reply_unref_locked(r);
+}
+
+/* The reply parts of kernel `kid`, with a reference (reply_unref), or NULL. */
+static Reply *
+reply_get(ApiMemo *m, const KcDigest *kid)
+{
+	Reply *found = NULL;
+	int set = kid->b[0] % REPLY_SETS * REPLY_WAYS;
+	pthread_mutex_lock(&m->mu);
+	for (int i = set; i < set + REPLY_WAYS; i++) {
+		Reply *r = m->reply[i];
+		if (r && memcmp(r->kid.b, kid->b, sizeof kid->b) == 0) {
+			r->used = ++m->clock;
+			r->refs++;
+			found = r;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->mu);
+	return found;
+}
+
+/* Lets go of a reply_get reference; with `drop`, also takes it out of
+ * the table (the store no longer holds what it was made from). */
+static void
+reply_unref(ApiMemo *m, Reply *r, bool drop)
+{
+	pthread_mutex_lock(&m->mu);
+	for (int i = 0; drop && i < REPLY_SETS * REPLY_WAYS; i++)
+		if (m->reply[i] == r)
+			reply_remove_locked(m, i);
+	reply_unref_locked(r);
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* Keeps a verified hit's parts: `head` is the metadata without its closing
+ * brace, `sums` the frame checksums of the meta and object values. */
+static void
+reply_add(ApiMemo *m, const KcDigest *kid, const KcDigest sums[2], const char *head,
+          size_t head_len, const char *b64, size_t b64_len)
+{
+	if (head_len + b64_len > REPLY_MAX_ONE)
+		return;
+	Reply *n = kc_xcalloc(1, sizeof *n);
+	n->kid = *kid;
+	n->sums[0] = sums[0];
+	n->sums[1] = sums[1];
+	n->text = kc_xmalloc(head_len + b64_len + 1);
+	memcpy(n->text, head, head_len);
+	memcpy(n->text + head_len, b64, b64_len);
+	n->text[head_len + b64_len] = 0;
+	n->head_len = head_len;
+	n->b64_len = b64_len;
+	n->refs = 1;
+
+	int set = kid->b[0] % REPLY_SETS * REPLY_WAYS, victim = set;
+	pthread_mutex_lock(&m->mu);
+	n->used = ++m->clock;
+	for (int i = set; i < set + REPLY_WAYS; i++) {
+		if (m->reply[i] && memcmp(m->reply[i]->kid.b, kid->b, sizeof kid->b) == 0) {
+			victim = i;
+			break;
+		}
+		if (!m->reply[i] ||
+		    (m->reply[victim] && m->reply[i]->used < m->reply[victim]->used))
+			victim = i;
+	}
+	if (m->reply[victim])
+		reply_remove_locked(m, victim);
+	/* over the byte bound: the least recently used anywhere go first */
+	while (m->reply_bytes + head_len + b64_len > REPLY_MAX_BYTES) {
+		int lru = -1;
+		for (int i = 0; i < REPLY_SETS * REPLY_WAYS; i++)
+			if (m->reply[i] && (lru < 0 || m->reply[i]->used < m->reply[lru]->used))
+				lru = i;
+		if (lru < 0)
+			break;
+		reply_remove_locked(m, lru);
+	}
+	m->reply[victim] = n;
+	m->reply_bytes += head_len + b64_len;
+	pthread_mutex_unlock(&m->mu);
+}
+
+static MemoEntry *
+memo_set(ApiMemo *m, const KcDigest *key)
+{
+	unsigned h = (unsigned)key->b[0] | (unsigned)key->b[1] << 8;
+	return &m->e[(h % MEMO_SETS) * MEMO_WAYS];
+}
+
+/* SHA-256 of ("kcsd-memo-v1", generation, ?target or its absence, body). */
+static void
+memo_key(const ApiRequest *req, uint64_t gen, KcDigest *out)
+{
+	char tbuf[1024];
+	unsigned char hdr[16 + 8 + 1];
+	const char *tq = api_query_target(req, tbuf, sizeof tbuf);
+	memcpy(hdr, "kcsd-memo-v1\0\0\0\0", 16);
+	for (int i = 0; i < 8; i++)
+		hdr[16 + i] = (unsigned char)(gen >> (8 * i));
+	hdr[24] = tq ? 1 : 0;
+	KcSha256 *h = kc_sha256_begin();
+	kc_sha256_update(h, hdr, sizeof hdr);
+	if (tq)
+		kc_sha256_update(h, tq, strlen(tq) + 1);
+	kc_sha256_update(h, req->body ? req->body : "", req->body_len);
+	kc_sha256_end(h, out);
+}
+
+static bool
+memo_get(ApiMemo *m, const KcDigest *key, MemoEntry *out)
+{
+	bool found = false;
+	pthread_mutex_lock(&m->mu);
+	MemoEntry *set = memo_set(m, key);
+	for (int i = 0; i < MEMO_WAYS; i++) {
+		if (set[i].used && memcmp(set[i].key.b, key->b, sizeof key->b) == 0) {
+			set[i].used = ++m->clock;
+			*out = set[i];
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->mu);
+	return found;
+}
+
+static void
+memo_put(ApiMemo *m, const KcDigest *key, const KcDigest *kid, const KcDigest *workload,
+         const MsHash *ms)
+{
+	pthread_mutex_lock(&m->mu);
+	MemoEntry *set = memo_set(m, key), *victim = &set[0];
+	for (int i = 0; i < MEMO_WAYS; i++) {
+		if (set[i].used && memcmp(set[i].key.b, key->b, sizeof key->b) == 0) {
+			victim = &set[i];
+			break;
+		}
+		if (set[i].used < victim->used)
+			victim = &set[i];
+	}
+	*victim = (MemoEntry){
+	    .key = *key, .kid = *kid, .workload = *workload, .ms = *ms, .used = ++m->clock};
+	pthread_mutex_unlock(&m->mu);
+}
 
 /* ---- singleflight ------------------------------------------------------- */
 
@@ -206,61 +448,175 @@ chosen_free(Chosen *ch)
 
 /* ---- responses ---------------------------------------------------------- */
 
-/* Appends `meta` (a JSON object) without its closing brace, then the
- * per-request fields, into *resp. */
+/* Appends v in decimal. */
 static void
-reply_spliced(ApiResponse *resp, const char *meta, size_t meta_len, const char *cache, int64_t t0,
-              const void *object, size_t object_len)
+put_u64(KcBuf *b, uint64_t v)
 {
-	KcBuf b = {0};
+	char d[20];
+	int n = (int)sizeof d;
+	do {
+		d[--n] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	kc_buf_append(b, d + n, sizeof d - (size_t)n);
+}
+
+/* The metadata JSON object up to (not including) its closing brace. */
+static size_t
+head_len_of(const char *meta, size_t meta_len)
+{
 	while (meta_len > 0 && meta[meta_len - 1] != '}')
 		meta_len--;
 	KC_ASSERT(meta_len > 1);
-	size_t b64_len = 0;
-	char *b64 = kc_base64(object, object_len, &b64_len);
-	kc_buf_append(&b, meta, meta_len - 1);
-	kc_buf_printf(&b, ",\"cache\":\"%s\",\"request_ms\":%.3f,\"object_base64\":\"", cache,
-	              api_ms_since(t0));
+	return meta_len - 1;
+}
+
+/* Fills *resp with `head` (metadata without its closing brace), the
+ * per-request fields ("ms_hash" when the body has one, "cache",
+ * "request_ms") and "object_base64". No printf, one allocation: with the
+ * cache reads this is the whole cost of a hit. */
+static void
+reply_build(ApiResponse *resp, const char *head, size_t head_len, const MsHash *ms,
+            const char *cache, int64_t t0, const char *b64, size_t b64_len)
+{
+	KcBuf b = {.cap = head_len + b64_len + 160};
+	b.data = kc_xmalloc(b.cap);
+	b.data[0] = 0;
+	kc_buf_append(&b, head, head_len);
+	if (ms && ms->ok) {
+		kc_buf_puts(&b, ",\"ms_hash\":\"");
+		put_u64(&b, ms->v);
+		kc_buf_putc(&b, '"');
+	}
+	kc_buf_puts(&b, ",\"cache\":\"");
+	kc_buf_puts(&b, cache);
+	kc_buf_puts(&b, "\",\"request_ms\":");
+	/* %.3f of the milliseconds, from whole microseconds */
+	int64_t us = kc_now_us() - t0;
+	if (us < 0)
+		us = 0;
+	char frac[4] = {'.', (char)('0' + us / 100 % 10), (char)('0' + us / 10 % 10),
+	                (char)('0' + us % 10)};
+	put_u64(&b, (uint64_t)(us / 1000));
+	kc_buf_append(&b, frac, sizeof frac);
+	kc_buf_puts(&b, ",\"object_base64\":\"");
 	kc_buf_append(&b, b64, b64_len);
 	kc_buf_puts(&b, "\"}\n");
-	free(b64);
 	api_reply_json_buf(resp, 200, &b);
 	resp->cache = cache;
 }
 
-/* Answers from the cache if both the meta and object parts are there and
- * pass the end-to-end check (api_check_artifact): an object that is not
- * the one its metadata names is a miss (compiled again and overwritten),
- * never served. Metadata signed by an older key is re-signed and stored. */
-static bool
-reply_cached(ApiCtx *a, const KcDigest *kid, int64_t t0, ApiResponse *resp)
+/* reply_build from the metadata JSON and the object's bytes. */
+static void
+reply_spliced(ApiResponse *resp, const char *meta, size_t meta_len, const MsHash *ms,
+              const char *cache, int64_t t0, const void *object, size_t object_len)
 {
-	KcBuf meta = {0}, obj = {0};
+	size_t b64_len = 0;
+	char *b64 = kc_base64(object, object_len, &b64_len);
+	reply_build(resp, meta, head_len_of(meta, meta_len), ms, cache, t0, b64, b64_len);
+	free(b64);
+}
+
+/* The string value of "key" in stored metadata JSON (written by this
+ * file: the first match is the top-level field, since a quote inside a
+ * string value is always escaped). False if absent or over cap-1 bytes. */
+static bool
+meta_field(const char *meta, const char *key, char *out, size_t cap)
+{
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\":\"", key);
+	const char *p = strstr(meta, pat);
+	if (!p)
+		return false;
+	p += strlen(pat);
+	size_t n = strcspn(p, "\"\\");
+	if (p[n] != '"' || n >= cap)
+		return false;
+	memcpy(out, p, n);
+	out[n] = 0;
+	return true;
+}
+
+/* What read_artifact found. */
+typedef enum Stored {
+	STORED_NONE,     /* a part is missing (or refused by its checksum) */
+	STORED_OK,       /* serve it */
+	STORED_RESIGNED, /* serve it; *meta was re-signed and should be stored */
+	STORED_BAD,      /* never serve it; `why` says what failed */
+} Stored;
+
+/* Reads a kernel's meta and object parts and checks them end to end with
+ * one hash of the object: the cache verifies the object's bytes against
+ * their frame checksum and hands that digest back, which must be the
+ * metadata's object_sha256; api_check_artifact checks the rest (the
+ * metadata names the kernel, the signature). */
+static Stored
+read_artifact(ApiCtx *a, const KcDigest *kid, KcBuf *meta, KcBuf *obj, KcDigest sums[2], char *why,
+              size_t cap)
+{
 	KcErr err = {0};
-	char why[320];
-	bool ok = cache_get_part(a->cache, kid, CACHE_PART_META, &meta, &err) == KC_OK &&
-	          cache_get_part(a->cache, kid, CACHE_PART_OBJECT, &obj, &err) == KC_OK &&
-	          meta.len > 2;
+	char want[80], got[65], kid_hex[65];
+	bool ok =
+	    cache_get_part_digest(a->cache, kid, CACHE_PART_META, meta, &sums[0], &err) == KC_OK &&
+	    cache_get_part_digest(a->cache, kid, CACHE_PART_OBJECT, obj, &sums[1], &err) == KC_OK &&
+	    meta->len > 2;
 	if (err.status != KC_OK && err.status != KC_NOT_FOUND)
 		kc_log(KC_LOG_WARN, "cache read: %s", err.msg);
-	if (ok) {
-		switch (api_check_artifact(a, kid, &meta, &obj, why, sizeof why)) {
-		case API_ARTIFACT_OK: break;
-		case API_ARTIFACT_RESIGNED: {
-			KcErr perr = {0};
-			if (cache_put_part(a->cache, kid, CACHE_PART_META, meta.data, meta.len,
-			                   &perr) != KC_OK)
-				kc_log(KC_LOG_WARN, "re-signed metadata not stored: %s", perr.msg);
-			break;
-		}
-		case API_ARTIFACT_BAD:
-			kc_log(KC_LOG_ERROR, "stored artifact refused, compiling again: %s", why);
-			ok = false;
-			break;
-		}
+	if (!ok)
+		return STORED_NONE;
+	size_t end = meta->len;
+	while (end > 0 && (meta->data[end - 1] == '\n' || meta->data[end - 1] == ' '))
+		end--;
+	if (meta->data[0] != '{' || end < 2 || meta->data[end - 1] != '}') {
+		kc_digest_hex(kid, kid_hex);
+		snprintf(why, cap, "stored metadata of kernel %s is not a JSON object", kid_hex);
+		return STORED_BAD;
+	}
+	kc_digest_hex(&sums[1], got);
+	if (!meta_field(meta->data, "object_sha256", want, sizeof want) || strcmp(want, got) != 0) {
+		kc_digest_hex(kid, kid_hex);
+		snprintf(why, cap,
+		         "stored object of kernel %s has SHA-256 %.16s..., its metadata says "
+		         "%.16s...",
+		         kid_hex, got, want);
+		return STORED_BAD;
+	}
+	switch (api_check_artifact(a, kid, meta, NULL, why, cap)) {
+	case API_ARTIFACT_OK: return STORED_OK;
+	case API_ARTIFACT_RESIGNED: return STORED_RESIGNED;
+	case API_ARTIFACT_BAD: return STORED_BAD;
+	}
+	return STORED_BAD;
+}
+
+/* Answers from the cache if both the meta and object parts are there and
+ * pass the end-to-end check (read_artifact): an object that is not the
+ * one its metadata names is a miss (compiled again and overwritten),
+ * never served. Metadata signed by an older key is re-signed and stored. */
+static bool
+reply_cached(ApiCtx *a, const KcDigest *kid, const MsHash *ms, int64_t t0, ApiResponse *resp)
+{
+	KcBuf meta = {0}, obj = {0};
+	KcDigest sums[2];
+	char why[320] = "";
+	bool ok = false;
+	switch (read_artifact(a, kid, &meta, &obj, sums, why, sizeof why)) {
+	case STORED_NONE: break;
+	case STORED_OK: ok = true; break;
+	case STORED_RESIGNED: {
+		KcErr perr = {0};
+		if (cache_put_part(a->cache, kid, CACHE_PART_META, meta.data, meta.len, &perr) !=
+		    KC_OK)
+			kc_log(KC_LOG_WARN, "re-signed metadata not stored: %s", perr.msg);
+		ok = true;
+		break;
+	}
+	case STORED_BAD:
+		kc_log(KC_LOG_ERROR, "stored artifact refused, compiling again: %s", why);
+		break;
 	}
 	if (ok)
-		reply_spliced(resp, meta.data, meta.len, "hit", t0, obj.data, obj.len);
+		reply_spliced(resp, meta.data, meta.len, ms, "hit", t0, obj.data, obj.len);
 	kc_buf_free(&meta);
 	kc_buf_free(&obj);
 	return ok;
@@ -336,8 +692,8 @@ put_schedule(KcBuf *b, const Chosen *ch, const char *wl_hex, const KcTarget *t)
 /* Compiles, stores and answers one kernel (the leader's path). */
 static KcStatus
 compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
-                  const KcWorkload *wl, const Chosen *ch, const KcDigest *kid, int64_t t0,
-                  ApiResponse *resp, KcErr *err)
+                  const KcWorkload *wl, const Chosen *ch, const KcDigest *kid, const MsHash *ms,
+                  int64_t t0, ApiResponse *resp, KcErr *err)
 {
 	KcCompileOptions opts = {
 	    .linker = a->cfg.linker,
@@ -402,38 +758,21 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	kc_log(KC_LOG_INFO, "compiled kernel %s (%s, %s, %s schedule) in %.1f ms", kid_hex,
 	       name ? name : "", t->name, ch->source, art.compile_ms);
 
-	reply_spliced(resp, meta.data, meta.len, "miss", t0, art.object, art.object_len);
+	reply_spliced(resp, meta.data, meta.len, ms, "miss", t0, art.object, art.object_len);
 	kc_buf_free(&meta);
 	kc_artifact_free(&art);
 	return KC_OK;
 }
 
-/* Adds ,"ms_hash":"N" (MindSpore's kernel-name hash of this body, a
- * decimal uint64 as a string) before the per-request "cache" field. It is
- * a property of the body, not of the kernel (bodies that differ only in
- * tensor names share a kernel_id), so it is computed per request and not
- * stored with the kernel's metadata. */
+/* "ms_hash" (MindSpore's kernel-name hash of the body, a decimal uint64
+ * as a string) is a property of the body, not of the kernel (bodies that
+ * differ only in tensor names share a kernel_id), so it is computed per
+ * request (or memoised with the body) and not stored with the metadata. */
 static void
-splice_ms_hash(ApiResponse *resp, const ApiRequest *req)
+ms_hash_of(const ApiRequest *req, MsHash *out)
 {
-	static const char mark[] = ",\"cache\":\"";
-	uint64_t h;
 	KcErr err = {0};
-	char field[48];
-	char *at = NULL;
-
-	if (!resp->body || kc_ms_hash(req->body ? req->body : "", req->body_len, &h, &err) != KC_OK)
-		return;
-	for (char *p = strstr(resp->body, mark); p; p = strstr(p + 1, mark))
-		at = p;
-	if (!at)
-		return;
-	int n = snprintf(field, sizeof field, ",\"ms_hash\":\"%llu\"", (unsigned long long)h);
-	size_t off = (size_t)(at - resp->body);
-	resp->body = kc_xrealloc(resp->body, resp->body_len + (size_t)n + 1);
-	memmove(resp->body + off + n, resp->body + off, resp->body_len - off + 1);
-	memcpy(resp->body + off, field, (size_t)n);
-	resp->body_len += (size_t)n;
+	out->ok = kc_ms_hash(req->body ? req->body : "", req->body_len, &out->v, &err) == KC_OK;
 }
 
 /* ---- the handler -------------------------------------------------------- */
@@ -452,6 +791,11 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	bool coalesced = false;
 	CompileCtx *c = NULL;
 	char tbuf[1024];
+	MsHash ms = {0};
+	KcDigest kid;
+	bool have_kid = false;
+	/* read before the schedule is: see ApiCtx.sched_gen */
+	uint64_t gen = atomic_load(&a->sched_gen);
 
 	if (!api_is_json(req->content_type)) {
 		api_reply_error(resp, KC_MEDIA_TYPE, NULL, "Content-Type must be application/json");
@@ -461,6 +805,7 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	if (kc_parse(c, req->body ? req->body : "", req->body_len, &a->cfg.limits, &g, &err) !=
 	    KC_OK)
 		goto fail;
+	ms_hash_of(req, &ms);
 	const char *tq = api_query_target(req, tbuf, sizeof tbuf);
 	if (tq && a->host_ok && strcmp(tq, "cpu") == 0) {
 		tgt = a->host; /* resolved once in api_new: host detection costs ~0.25 ms */
@@ -476,11 +821,11 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	kc_workload(c, g, &wl);
 	api_recent_put(a, &wl.key, req->body, req->body_len);
 	choose_schedule(a, c, g, &tgt, &wl, &ch);
-	KcDigest kid;
 	kc_kernel_id(&wl.key, &tgt, ch.s, KCSD_BUILD_ID, &kid);
+	have_kid = true;
 
 	for (int attempt = 0;; attempt++) {
-		if (reply_cached(a, &kid, t0, resp)) {
+		if (reply_cached(a, &kid, &ms, t0, resp)) {
 			pthread_mutex_lock(&a->mu);
 			if (coalesced)
 				a->stats.coalesced++;
@@ -498,7 +843,7 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 			coalesced = true;
 			continue;
 		}
-		if (f && reply_cached(a, &kid, t0, resp)) {
+		if (f && reply_cached(a, &kid, &ms, t0, resp)) {
 			/* another leader landed between our lookup and join */
 			flight_land(a, f, NULL);
 			pthread_mutex_lock(&a->mu);
@@ -506,7 +851,7 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 			pthread_mutex_unlock(&a->mu);
 			goto done;
 		}
-		KcStatus st = compile_and_store(a, c, g, &tgt, &wl, &ch, &kid, t0, resp, &err);
+		KcStatus st = compile_and_store(a, c, g, &tgt, &wl, &ch, &kid, &ms, t0, resp, &err);
 		flight_land(a, f, st == KC_OK ? NULL : &err);
 		if (st != KC_OK)
 			goto fail;
@@ -523,8 +868,70 @@ count_failure:
 	a->stats.failures++;
 	pthread_mutex_unlock(&a->mu);
 done:
-	if (resp->status == 200)
-		splice_ms_hash(resp, req);
+	if (resp->status == 200 && have_kid) {
+		KcDigest key;
+		memo_key(req, gen, &key);
+		memo_put(a->memo, &key, &kid, &wl.key, &ms);
+	}
 	chosen_free(&ch);
 	compile_ctx_free(c);
+}
+
+/* The fast path (api_handle_fast): a memoised body whose kernel is in the
+ * cache is answered here, on the HTTP thread, with the bytes the slow path
+ * would send for the hit: from the kernel's reply parts in memory while
+ * the store still holds the values they were made from, else from a
+ * verified read (read_artifact), which makes them. Anything else (no
+ * entry, a missing or refused kernel, metadata to re-sign: a write) goes
+ * the slow way, which logs, repairs and records the entry again. */
+bool
+api_compile_fast(ApiCtx *a, const ApiRequest *req, ApiResponse *resp)
+{
+	static const CachePart parts[2] = {CACHE_PART_META, CACHE_PART_OBJECT};
+	int64_t t0 = kc_now_us();
+	KcDigest key, sums[2];
+	MemoEntry e;
+	KcBuf meta = {0}, obj = {0};
+	KcErr err = {0};
+	char why[320];
+	bool ok = false;
+
+	if (!api_is_json(req->content_type))
+		return false;
+	memo_key(req, atomic_load(&a->sched_gen), &key);
+	if (!memo_get(a->memo, &key, &e))
+		return false;
+	Reply *r = reply_get(a->memo, &e.kid);
+	if (r) {
+		KcStatus st = cache_peek_digests(a->cache, &e.kid, parts, 2, sums, &err);
+		ok = st == KC_OK && memcmp(sums, r->sums, sizeof sums) == 0;
+		if (ok)
+			reply_build(resp, r->text, r->head_len, &e.ms, "hit", t0,
+			            r->text + r->head_len, r->b64_len);
+		reply_unref(a->memo, r, !ok);
+		if (!ok && st != KC_OK) {
+			if (st != KC_NOT_FOUND)
+				kc_log(KC_LOG_WARN, "cache read: %s", err.msg);
+			return false; /* gone: the slow path compiles it again */
+		}
+	}
+	if (!ok && read_artifact(a, &e.kid, &meta, &obj, sums, why, sizeof why) == STORED_OK) {
+		size_t head_len = head_len_of(meta.data, meta.len);
+		size_t b64_len = 0;
+		char *b64 = kc_base64(obj.data, obj.len, &b64_len);
+		reply_build(resp, meta.data, head_len, &e.ms, "hit", t0, b64, b64_len);
+		reply_add(a->memo, &e.kid, sums, meta.data, head_len, b64, b64_len);
+		free(b64);
+		ok = true;
+	}
+	if (ok) {
+		api_recent_put(a, &e.workload, req->body, req->body_len);
+		pthread_mutex_lock(&a->mu);
+		a->stats.hits++;
+		a->stats.fast_hits++;
+		pthread_mutex_unlock(&a->mu);
+	}
+	kc_buf_free(&meta);
+	kc_buf_free(&obj);
+	return ok;
 }

@@ -5,12 +5,14 @@
  * and its singleflight table).
  *
  * Locking: `mu` guards the singleflight list, the recent-graph ring and the
- * counters; nothing else in ApiCtx changes after api_new().
+ * counters; the hit memo (compile.c) has its own lock; sched_gen is
+ * atomic; nothing else in ApiCtx changes after api_new().
  */
 #ifndef KCS_API_INTERNAL_H
 #define KCS_API_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "api.h"
 
@@ -29,6 +31,7 @@ typedef struct Flight Flight; /* one in-flight compile (compile.c) */
 typedef struct ApiMetrics ApiMetrics; /* atomic counters (metrics.c) */
 typedef struct ApiAuth ApiAuth;       /* token digests (auth.c) */
 typedef struct ApiKeys ApiKeys;       /* signing and verify keys (keys.c) */
+typedef struct ApiMemo ApiMemo;       /* compile hit memo (compile.c) */
 
 struct ApiCtx {
 	ApiConfig cfg;
@@ -46,6 +49,11 @@ struct ApiCtx {
 	ApiMetrics *metrics; /* lock-free; the pointer never changes */
 	ApiAuth *auth;       /* NULL: protected mode; set before threads */
 	ApiKeys *keys;       /* NULL: artifacts are not signed; set before threads */
+	ApiMemo *memo;       /* own lock; the pointer never changes */
+	/* Bumped after every request that may change a stored schedule
+	 * (PUT /v1/schedules, POST /v1/import): memo keys include it, so a
+	 * memoised (body, target) -> kernel_id made before is never used. */
+	atomic_uint_fast64_t sched_gen;
 };
 
 typedef void (*ApiHandler)(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
@@ -69,6 +77,14 @@ double api_ms_since(int64_t t0_us);
 void h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void api_recent_put(ApiCtx *a, const KcDigest *key, const char *body, size_t len);
 char *api_recent_get(ApiCtx *a, const KcDigest *key, size_t *len);
+/* The compile hit memo: SHA-256(body, ?target, sched_gen) -> (kernel_id,
+ * ms_hash), API_MEMO_ENTRIES entries, least recently used replaced. */
+#define API_MEMO_ENTRIES 4096
+ApiMemo *api_memo_new(void);
+void api_memo_free(ApiMemo *m); /* NULL allowed */
+/* A memoised compile hit answered on the calling thread (api_handle_fast):
+ * true with *resp filled, false (resp untouched) to take the normal way. */
+bool api_compile_fast(ApiCtx *a, const ApiRequest *req, ApiResponse *resp);
 
 /* verify.c */
 void h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);

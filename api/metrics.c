@@ -250,6 +250,10 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 
 	prom_one(&b, "kcsd_cache_hits_total", "counter", "Compile requests answered from the cache.",
 	         s.api.hits);
+	prom_one(&b, "kcsd_cache_fast_hits_total", "counter",
+	         "Cache hits answered on the HTTP thread from the compile memo (also in "
+	         "kcsd_cache_hits_total).",
+	         s.api.fast_hits);
 	prom_one(&b, "kcsd_cache_misses_total", "counter",
 	         "Compile requests that found no kernel in the cache and compiled it.", s.misses);
 	prom_one(&b, "kcsd_cache_evictions_total", "counter",
@@ -335,12 +339,13 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	              (unsigned long long)s.overruns, (long long)s.in_flight);
 	json_hist(&b, &m->compile_seconds);
 	kc_buf_printf(&b,
-	              "},\"cache\":{\"hits\":%llu,\"misses\":%llu,\"evictions\":%llu,"
+	              "},\"cache\":{\"hits\":%llu,\"fast_hits\":%llu,\"misses\":%llu,"
+	              "\"evictions\":%llu,"
 	              "\"bytes\":%llu,\"map_bytes\":%llu,\"artifacts\":%llu,"
 	              "\"checksum_failures\":%llu,\"evicted_bytes\":%llu,\"kernels\":%llu,"
 	              "\"max_bytes\":%llu},",
-	              (unsigned long long)s.api.hits, (unsigned long long)s.misses,
-	              (unsigned long long)s.cache.evictions,
+	              (unsigned long long)s.api.hits, (unsigned long long)s.api.fast_hits,
+	              (unsigned long long)s.misses, (unsigned long long)s.cache.evictions,
 	              (unsigned long long)s.cache.bytes_used, (unsigned long long)s.cache.map_bytes,
 	              (unsigned long long)s.cache.entries_artifacts,
 	              (unsigned long long)s.cache.checksum_failures,

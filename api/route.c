@@ -41,6 +41,8 @@ api_new(const ApiConfig *cfg, Cache *cache)
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	a->metrics = api_metrics_new();
+	a->memo = api_memo_new();
+	atomic_init(&a->sched_gen, 0);
 	KcErr err = {0};
 	a->host_ok = kc_target_host(&a->host, &err) == KC_OK;
 	if (!a->host_ok)
@@ -61,6 +63,7 @@ api_free(ApiCtx *a)
 	api_metrics_free(a->metrics);
 	api_auth_free(a->auth);
 	api_keys_free(a->keys);
+	api_memo_free(a->memo);
 	free(a->linker);
 	free(a->tmpdir);
 	free(a);
@@ -167,6 +170,20 @@ api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *res
 	}
 	routes[m->route].fn(a, m, req, resp);
 	KC_ASSERT(resp->status != 0);
+	/* after the write committed: a compile that read the generation
+	 * before it may have read the old schedule, so its memo entry must
+	 * not match from now on (see ApiCtx.sched_gen) */
+	if (m->route == API_ROUTE_SCHEDULE_PUT || m->route == API_ROUTE_IMPORT)
+		atomic_fetch_add(&a->sched_gen, 1);
+}
+
+bool
+api_handle_fast(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
+{
+	KC_ASSERT((unsigned)m->route < API_ROUTE_COUNT);
+	if (m->route != API_ROUTE_COMPILE || req->body_len > a->cfg.max_body_bytes)
+		return false;
+	return api_compile_fast(a, req, resp);
 }
 
 /* ---- replies ------------------------------------------------------------ */

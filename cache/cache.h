@@ -154,6 +154,21 @@ KcStatus cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err);
  * kc_buf_free). KC_NOT_FOUND on a miss or a checksum failure. */
 KcStatus cache_get_part(Cache *c, const KcDigest *kernel_id, CachePart part, KcBuf *out,
 			KcErr *err);
+/* cache_get_part, and on KC_OK the SHA-256 of the part's bytes in *digest
+ * (may be NULL): the frame checksum, verified against those bytes by this
+ * read, so a caller comparing it with a digest it knows (the object's
+ * object_sha256) needs no second hash of the bytes. */
+KcStatus cache_get_part_digest(Cache *c, const KcDigest *kernel_id, CachePart part, KcBuf *out,
+			       KcDigest *digest, KcErr *err);
+/* The frame checksums the stored parts[0..n-1] of a kernel claim, into
+ * out[0..n-1], in one read transaction; the parts' bytes are neither
+ * copied nor hashed, so this verifies nothing. It is for a caller holding
+ * bytes it verified earlier (cache_get_part_digest) and wanting to know,
+ * cheaply, that the store still holds those values: equal digests say so,
+ * and what that caller serves is its own verified copy. Counts as an
+ * access (LRU). KC_NOT_FOUND if a part is missing or not a frame. */
+KcStatus cache_peek_digests(Cache *c, const KcDigest *kernel_id, const CachePart *parts, int n,
+			    KcDigest *out, KcErr *err);
 /* Add a part to an existing kernel (used for lazily made assembly). */
 KcStatus cache_put_part(Cache *c, const KcDigest *kernel_id, CachePart part, const void *data,
 			size_t len, KcErr *err);

@@ -225,10 +225,11 @@ put_framed(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t klen, const void *
 	return rc;
 }
 
-/* Reads and verifies one value, appending its payload to *out. */
+/* Reads and verifies one value, appending its payload to *out; the
+ * verified SHA-256 of the payload goes to *digest (may be NULL). */
 static KcStatus
-get_framed(Cache *c, MDB_dbi dbi, const char *db, const void *key, size_t klen, KcBuf *out,
-           KcErr *err)
+get_framed_digest(Cache *c, MDB_dbi dbi, const char *db, const void *key, size_t klen, KcBuf *out,
+                  KcDigest *digest, KcErr *err)
 {
 	MDB_txn *txn = NULL;
 	KcStatus st = KC_OK;
@@ -253,9 +254,18 @@ get_framed(Cache *c, MDB_dbi dbi, const char *db, const void *key, size_t klen, 
 		goto done;
 	}
 	kc_buf_append(out, (const char *)v.mv_data + FRAME_HDR, v.mv_size - FRAME_HDR);
+	if (digest)
+		memcpy(digest->b, (const unsigned char *)v.mv_data + 8, 32);
 done:
 	txn_abort(c, txn);
 	return st;
+}
+
+static KcStatus
+get_framed(Cache *c, MDB_dbi dbi, const char *db, const void *key, size_t klen, KcBuf *out,
+           KcErr *err)
+{
+	return get_framed_digest(c, dbi, db, key, klen, out, NULL, err);
 }
 
 /* One framed value for put_one. */
@@ -612,9 +622,56 @@ cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err)
 KcStatus
 cache_get_part(Cache *c, const KcDigest *kernel_id, CachePart part, KcBuf *out, KcErr *err)
 {
+	return cache_get_part_digest(c, kernel_id, part, out, NULL, err);
+}
+
+KcStatus
+cache_get_part_digest(Cache *c, const KcDigest *kernel_id, CachePart part, KcBuf *out,
+                      KcDigest *digest, KcErr *err)
+{
 	unsigned char key[33];
 	part_key(kernel_id, part, key);
-	KcStatus st = get_framed(c, c->artifacts, "artifacts", key, sizeof key, out, err);
+	KcStatus st =
+	    get_framed_digest(c, c->artifacts, "artifacts", key, sizeof key, out, digest, err);
+	if (st == KC_OK)
+		touch(c, kernel_id);
+	return st;
+}
+
+/* True when v has a frame header of this format (its payload unchecked). */
+static bool
+frame_header_ok(const MDB_val *v)
+{
+	const unsigned char *b = v->mv_data;
+	if (v->mv_size < FRAME_HDR || memcmp(b, frame_magic, 4) != 0)
+		return false;
+	uint32_t ver =
+	    (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+	return ver == FORMAT_VERSION;
+}
+
+KcStatus
+cache_peek_digests(Cache *c, const KcDigest *kernel_id, const CachePart *parts, int n,
+                   KcDigest *out, KcErr *err)
+{
+	MDB_txn *txn = NULL;
+	KcStatus st = KC_OK;
+	int rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc != MDB_SUCCESS)
+		return lmdb_fail(c, err, rc, "starting a read");
+	for (int i = 0; i < n && st == KC_OK; i++) {
+		unsigned char key[33];
+		part_key(kernel_id, parts[i], key);
+		MDB_val k = {sizeof key, key}, v;
+		rc = mdb_get(txn, c->artifacts, &k, &v);
+		if (rc == MDB_NOTFOUND || (rc == MDB_SUCCESS && !frame_header_ok(&v)))
+			st = KC_NOT_FOUND;
+		else if (rc != MDB_SUCCESS)
+			st = lmdb_fail(c, err, rc, "reading");
+		else
+			memcpy(out[i].b, (const unsigned char *)v.mv_data + 8, 32);
+	}
+	txn_abort(c, txn);
 	if (st == KC_OK)
 		touch(c, kernel_id);
 	return st;

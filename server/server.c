@@ -6,7 +6,9 @@
  * Routes flagged API_F_BLOCKING never run on an MHD thread: the connection
  * is suspended, the Req goes to the worker pool (full: 503 at once), the
  * worker fills the response and resumes the connection, and MHD calls the
- * handler again, which queues it. NOTIFY_COMPLETED writes the one access
+ * handler again, which queues it. A blocking route that api_handle_fast
+ * can answer without blocking (a memoised compile hit) is answered on the
+ * MHD thread instead, with no hop. NOTIFY_COMPLETED writes the one access
  * log line per request and frees the Req.
  *
  * Auth (api_authorize) is decided when the headers are in, before any body
@@ -319,6 +321,11 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			return MHD_YES; /* not expected: suspended until the job ends */
 		if (atomic_load(&s->draining))
 			return send_error(r, KC_SHUTTING_DOWN, NULL);
+		/* a memoised compile hit needs no worker (api_handle_fast) */
+		ApiRequest fq;
+		fill_request(r, &fq);
+		if (api_handle_fast(s->api, &r->m, &fq, &r->resp))
+			return send_resp(r);
 		r->submitted = true;
 		MHD_suspend_connection(conn);
 		if (!workers_submit(s->workers, run_job, r)) {

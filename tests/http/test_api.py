@@ -6,8 +6,10 @@ temporary state dir and talks plain HTTP to it (http.client, stdlib only):
 health and version; compile of an elementwise Add (every response field);
 cache hit; kernel parts (metadata, object, IR, asm) and the workload; bad
 input (400, 413, 415, 422, 404, 405) without the daemon falling over; tuned
-schedules (PUT, list, compile again); a restart on the same state dir;
-16 concurrent identical compiles compiled once; SIGTERM with requests in
+schedules (PUT, list, compile again); the compile hit memo (a repeated
+body answered on the HTTP thread: same reply as the worker's hit,
+invalidated by a schedule PUT, a deleted kernel, another ?target= or
+Content-Type); a restart on the same state dir; 16 concurrent identical compiles compiled once; SIGTERM with requests in
 flight; 503 when the queue is full; config errors exit 2. Prints "ok N - name" / "not ok N - name" lines and a final
 "N passed, M failed"; exits 1 on any failure.
 
@@ -375,6 +377,163 @@ def check_schedules(d, first):
     return j
 
 
+def fast_hits(d):
+    """(hits, fast_hits) from GET /v1/stats."""
+    st, _, j, raw = jrequest(d, "GET", "/v1/stats")
+    c = (j or {}).get("cache", {})
+    return c.get("hits", -1), c.get("fast_hits", -1)
+
+
+def check_fast_path(d):
+    """A body answered once is remembered (body, ?target, schedule
+    generation) -> kernel_id; its repeats are hits answered on the HTTP
+    thread, counted in cache.fast_hits (and in cache.hits)."""
+    g = elementwise("Sub", [4, 8], name="Fused_Sub_fast")
+    body = json.dumps(g).encode()
+    st, h, j0, raw = jrequest(d, "POST", "/v1/compile", body)
+    if not T.ok(st == 200 and j0 and j0.get("cache") == "miss", "fast path: first compile "
+                "is a miss", raw[:300]):
+        return
+    kid = j0["kernel_id"]
+    # the same kernel from a body spelled differently: a slow hit (a worker)
+    # that records the memo entry; its repeat is a fast hit
+    body2 = json.dumps(g, indent=1, sort_keys=True).encode()
+    h0, f0 = fast_hits(d)
+    st, h, slow, raw = jrequest(d, "POST", "/v1/compile", body2)
+    h1, f1 = fast_hits(d)
+    T.ok(st == 200 and slow and slow.get("cache") == "hit" and slow["kernel_id"] == kid
+         and (h1, f1) == (h0 + 1, f0), "fast path: a new spelling of the body is a slow hit",
+         (st, (h0, f0), (h1, f1), raw[:300]))
+    st, hh, fast, raw = jrequest(d, "POST", "/v1/compile", body2)
+    h2, f2 = fast_hits(d)
+    T.ok(st == 200 and fast and fast.get("cache") == "hit" and (h2, f2) == (h1 + 1, f1 + 1)
+         and hh.get("x-kcsd-cache") == "hit" and hh.get("content-type") == "application/json",
+         "fast path: its repeat is a fast hit (counted in hits and fast_hits)",
+         (st, (h1, f1), (h2, f2), hh, raw[:300]))
+    if slow and fast:
+        keys = list(slow.keys())
+        T.ok(keys == list(fast.keys()) and "ms_hash" in fast
+             and all(slow[k] == fast[k] for k in keys if k != "request_ms")
+             and isinstance(fast.get("request_ms"), (int, float)),
+             "fast path: the fast hit's JSON equals the slow hit's (fields, order, values "
+             "but request_ms)", [k for k in keys if slow.get(k) != fast.get(k)])
+        T.ok(raw.endswith(b"\"}\n") and b"\"ms_hash\":\"" in raw
+             and raw.index(b"\"ms_hash\"") < raw.index(b"\"cache\"")
+             < raw.index(b"\"request_ms\"") < raw.index(b"\"object_base64\""),
+             "fast path: per-request fields last, in order", raw[-120:])
+        obj = base64.b64decode(fast.get("object_base64") or "")
+        T.ok(hashlib.sha256(obj).hexdigest() == fast.get("object_sha256"),
+             "fast path: object_sha256 matches object_base64")
+
+    # the memo is keyed by Content-Type-independent bytes, but the checks hold
+    st, h, j, raw = jrequest(d, "POST", "/v1/compile", body2, ctype="text/plain")
+    T.ok(st == 415, "fast path: a memoised body with the wrong Content-Type -> 415", raw[:200])
+    # another ?target= is another entry
+    st, h, j, raw = jrequest(d, "POST", "/v1/compile?target=no-such-arch", body2)
+    T.ok(st == 422 and err_code(j) == "invalid_target" or (400 <= st < 500 and j and
+                                                            "error" in j),
+         "fast path: a memoised body with a bad ?target= -> 4xx error", (st, raw[:200]))
+    _, f3 = fast_hits(d)
+    st, h, jx, raw = jrequest(d, "POST", "/v1/compile?target=x86_64", body2)
+    _, f4 = fast_hits(d)
+    T.ok(st == 200 and jx and jx["target"]["name"] != j0["target"]["name"]
+         and jx["kernel_id"] != kid and f4 == f3,
+         "fast path: another ?target= is not answered from the entry of the first",
+         (st, f3, f4, raw[:300]))
+    st, h, jx2, raw = jrequest(d, "POST", "/v1/compile?target=x86_64", body2)
+    _, f5 = fast_hits(d)
+    T.ok(st == 200 and jx2 and jx2.get("cache") == "hit" and jx and
+         jx2["kernel_id"] == jx["kernel_id"] and f5 == f4 + 1,
+         "fast path: ... and has its own entry", (st, f4, f5, raw[:300]))
+
+    # DELETE of the kernel: the memo entry names a missing kernel -> recompiled
+    st, h, j, raw = jrequest(d, "DELETE", "/v1/kernels/" + kid)
+    T.ok(st in (200, 204), "fast path: DELETE /v1/kernels/{id}", (st, raw[:200]))
+    st, h, j, raw = jrequest(d, "POST", "/v1/compile", body2)
+    T.ok(st == 200 and j and j.get("cache") == "miss" and j["kernel_id"] == kid,
+         "fast path: after DELETE the memoised body is compiled again (a miss)",
+         (st, raw[:300]))
+    st, h, j, raw = jrequest(d, "POST", "/v1/compile", body2)
+    _, f6 = fast_hits(d)
+    T.ok(st == 200 and j and j.get("cache") == "hit" and f6 == f5 + 1,
+         "fast path: ... then a fast hit again", (st, f5, f6, raw[:300]))
+
+    # a tuned schedule PUT after the entry: the next request takes the slow
+    # path and picks the tuned record
+    knobs = dict(j0["schedule"]["knobs"])
+    knobs["unroll"] = 4 if knobs.get("unroll") != 4 else 8
+    rec = {"format": "kcs-schedule-v1", "workload_key": j0["workload_key"],
+           "target": j0["target"]["name"], "template": j0["schedule"]["template"],
+           "knobs": knobs, "measured": {"seconds": 1e-6},
+           "provenance": {"by": "test_api", "at": "2026-11-30T10:00:00Z",
+                          "kcsd_version": "0.1.0"}}
+    st, h, j, raw = jrequest(d, "PUT", "/v1/schedules/%s?target=%s"
+                             % (j0["workload_key"], j0["target"]["name"]), rec)
+    T.ok(st in (200, 201), "fast path: PUT a tuned schedule", (st, raw[:300]))
+    for b, what in ((body2, "slow-hit spelling"), (body, "first spelling")):
+        st, h, j, raw = jrequest(d, "POST", "/v1/compile", b)
+        T.ok(st == 200 and j and j["schedule"].get("source") == "tuned"
+             and j["schedule"].get("knobs") == knobs and j["kernel_id"] != kid,
+             "fast path: after a schedule PUT the memoised body (%s) gets the tuned "
+             "kernel" % what, raw[:400])
+    _, f7 = fast_hits(d)
+    st, h, j2, raw = jrequest(d, "POST", "/v1/compile", body2)
+    _, f8 = fast_hits(d)
+    T.ok(st == 200 and j2 and j2["schedule"].get("source") == "tuned" and f8 == f7 + 1
+         and j2.get("cache") == "hit", "fast path: ... and its repeat is a fast hit of the "
+         "tuned kernel", (f7, f8, raw[:300]))
+
+    # the store's object changed under a running daemon (the kernel's reply
+    # parts are in memory): never served, whichever way it changed
+    if not j2:
+        return
+    obj = base64.b64decode(j2["object_base64"])
+    kid2 = j2["kernel_id"]
+    path = os.path.join(d.state_dir, "data.mdb")
+    for reframe in (True, False):
+        what = "re-framed" if reframe else "a flipped byte"
+        jrequest(d, "POST", "/v1/compile", body2)  # the reply parts are in memory
+        with open(path, "r+b") as fh:
+            data = bytearray(fh.read())
+            n = 0
+            at = data.find(obj)
+            while at >= 40:
+                bad = bytearray(obj)
+                bad[len(bad) // 2] ^= 0x5A
+                data[at:at + len(obj)] = bad
+                if reframe and data[at - 32:at] == hashlib.sha256(obj).digest():
+                    data[at - 32:at] = hashlib.sha256(bytes(bad)).digest()
+                n += 1
+                at = data.find(obj, at + 1)
+            fh.seek(0)
+            fh.write(data)
+        if not T.ok(n >= 1, "fast path: the object's bytes are in the store (%s)" % what, n):
+            return
+        _, f9 = fast_hits(d)
+        st, h, j, raw = jrequest(d, "POST", "/v1/compile", body2)
+        _, f10 = fast_hits(d)
+        got = base64.b64decode((j or {}).get("object_base64", ""))
+        T.ok(st == 200 and got == obj and j["kernel_id"] == kid2
+             and (f10 == f9 + 1 if not reframe else j.get("cache") == "miss"),
+             "fast path: store tampered while running (%s): the genuine object is served (%s)"
+             % (what, "from the verified copy in memory" if not reframe else
+                "refused, compiled again"), (st, (j or {}).get("cache"), f9, f10, raw[:200]))
+        st, h, data = request(d, "GET", "/v1/kernels/%s/object" % kid2)
+        if reframe:
+            T.ok(st == 200 and data == obj and "has SHA-256" in d.log(),
+                 "fast path: store tampered while running (%s): logged, and the store holds "
+                 "the genuine object again" % what, (st, len(data)))
+        else:
+            T.ok(st != 200 or data == obj, "fast path: store tampered while running (%s): "
+                 "GET object never serves the tampered bytes" % what, (st, len(data)))
+    # leave a sound store behind: the damaged kernel deleted, compiled again
+    jrequest(d, "DELETE", "/v1/kernels/" + kid2)
+    st, h, j, raw = jrequest(d, "POST", "/v1/compile", body2)
+    T.ok(st == 200 and j and j.get("cache") == "miss" and
+         base64.b64decode(j["object_base64"]) == obj,
+         "fast path: a damaged kernel deleted is compiled again", (st, raw[:200]))
+
+
 def check_concurrent(d):
     g = elementwise("Mul", [4, 8], name="Fused_Mul_concurrent")
     before = jrequest(d, "GET", "/v1/version")[2]["stats"]
@@ -518,6 +677,7 @@ def main():
             check_bad_input(d)
             if first:
                 check_schedules(d, first)
+            check_fast_path(d)
             check_concurrent(d)
             tuned = compile_(d, elementwise("Add", [4, 8]))[2]
         with Kcsd(args.kcsd, state_dir=state_dir) as d2:
