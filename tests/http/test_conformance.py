@@ -160,8 +160,10 @@ def write_doc(results, opt, total_s):
     L.append("whatever its `process`: compiled for this host, run in the runner on seeded")
     L.append("inputs, and compared with the reference interpreter (float32/float64")
     L.append("rtol = atol = 1e-4; 1e-2 with float16/bfloat16 upstream; ints and bools")
-    L.append("exact; near-tie comparison elements excused). `--verify-timeout-s %d`." %
-             opt.verify_timeout)
+    L.append("exact; near-tie comparison elements excused), with kcsd")
+    L.append("`--verify-timeout-s %d --verify-max-bytes %d` (the large files need more"
+             % (opt.verify_timeout, opt.verify_max_mib << 20))
+    L.append("than the defaults, 10 s and 512 MiB).")
     L.append("")
     L.append("**%d files: %d pass, %d refused, %d fail** (%.0f s in all on the machine"
              " that wrote this page)." % (len(results), npass, nref, nfail, total_s))
@@ -197,6 +199,9 @@ def main():
     ap.add_argument("--write", action="store_true", help="regenerate docs/conformance.md")
     ap.add_argument("--verify-timeout", type=int, default=300,
                     help="kcsd --verify-timeout-s (the large MatMul files need minutes)")
+    ap.add_argument("--verify-max-mib", type=int, default=2048,
+                    help="kcsd --verify-max-bytes in MiB (four corpus files exceed the "
+                         "default 512)")
     opt = ap.parse_args()
     if not os.path.isdir(opt.corpus):
         print("# SKIP corpus absent (%s)" % opt.corpus)
@@ -206,10 +211,23 @@ def main():
         files = [p for p in files if opt.only in os.path.relpath(p, opt.corpus)]
     results, n, failed = [], 0, 0
     t0 = time.monotonic()
-    with Kcsd(opt.kcsd, extra_args=["--verify-timeout-s", str(opt.verify_timeout)]) as d:
+    args = ["--verify-timeout-s", str(opt.verify_timeout),
+            "--verify-max-bytes", str(opt.verify_max_mib << 20)]
+    d = Kcsd(opt.kcsd, extra_args=args)
+    d.start()
+    try:
         for path in files:
             rel = os.path.relpath(path, opt.corpus)
             r = run_one(d, path, rel, opt.verify_timeout)
+            if d.proc is not None and d.proc.poll() is not None:
+                # the daemon died on this file: a bug in itself; record
+                # it and go on with a fresh daemon
+                code = d.stop(check=False)
+                r["result"] = "FAIL"
+                r["why"] = "kcsd died (exit %s) on this file; %s" % (code, r.get("why", ""))
+                d.cleanup()
+                d = Kcsd(opt.kcsd, extra_args=args)
+                d.start()
             results.append(r)
             n += 1
             good = r["result"] != "FAIL"
@@ -217,6 +235,9 @@ def main():
             print("%s %d - %s: %s %s (%.1f s)" % ("ok" if good else "not ok", n, rel[:70],
                                                  r["result"], r.get("why", "")[:300], r["s"]))
             sys.stdout.flush()
+    finally:
+        d.stop(check=False)
+        d.cleanup()
     total = time.monotonic() - t0
     npass = sum(r["result"] == "pass" for r in results)
     nref = sum(r["result"] == "refused" for r in results)
