@@ -175,7 +175,9 @@ KcStatus kc_ir_to_asm(const char *ir, size_t ir_len, const KcTarget *t, KcBuf *o
  * integers exact (x / 0 == 0, float -> int truncates and saturates, NaN ->
  * 0, Round half away from zero). `args` has the kcs-cpu-v1 layout (inputs,
  * then outputs; contiguous row-major, docs/abi.md); outputs are fully
- * written. Live intermediate memory is bounded by max_bytes (0: no bound):
+ * written, and, as the kernel does, Assign/InplaceAssign write their
+ * source into the destination input's buffer (all inputs are read first;
+ * pass copies if the caller still needs the originals). Live intermediate memory is bounded by max_bytes (0: no bound):
  * KC_TOO_LARGE (413) above it. Thread-safe on distinct contexts. */
 KcStatus kc_interp(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_bytes,
 		   KcErr *err);
@@ -192,7 +194,8 @@ bool kc_interp_half_upstream(CompileCtx *c, const KcGraph *g, int output);
 /* Fills the input buffers args[0..ninputs) with seeded pseudo-random data:
  * bools 0/1; integers in [-5, 5] ([1, 5] when unsigned or when they reach a
  * divisor); floats in [-2, 2) ([0.5, 2) when they reach a Log, Sqrt, Rsqrt,
- * Pow or Reciprocal operand or a divisor), rounded to their dtype. */
+ * Pow or Reciprocal operand or a divisor), rounded to their dtype; Gather
+ * and OneHot indices (and what they are cast or moved from) in [0, extent). */
 void kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *const *args);
 
 /* ---- MindSpore's kernel-name hash (mshash.c) ----------------------------

@@ -41,6 +41,7 @@ typedef struct Interp {
 	bool ties;        /* track tie masks (kc_interp_ties) */
 	int *left;        /* per value id: uses left before it can be freed */
 	size_t live, max; /* bytes */
+	void *const *args; /* the caller's buffers: Assign writes its inputs */
 	KcErr *err;
 } Interp;
 
@@ -410,7 +411,24 @@ op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
 	case IR_OP_CAST: r = cast_cell(a[0], at, dt); break;
 	case IR_OP_BROADCAST_TO:
 	case IR_OP_RESHAPE: r = a[0]; break;
-	case IR_OP_COUNT: KC_ASSERT(!"bad op"); break;
+	case IR_OP_EXPAND_DIMS:
+	case IR_OP_TRANSPOSE:
+	case IR_OP_TILE:
+	case IR_OP_STRIDED_SLICE:
+	case IR_OP_REDUCE_SUM:
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_REDUCE_PROD:
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT:
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL:
+	case IR_OP_COUNT: KC_ASSERT(!"not elementwise"); break;
 	}
 	return r;
 }
@@ -493,6 +511,325 @@ bstrides(const IrValue *in, const IrValue *out, int64_t *st)
 	}
 }
 
+/* ---- the structured ops: layout, reductions, in-place writes, MatMul ---- */
+
+static KcStatus
+too_large(Interp *I)
+{
+	return kc_fail(I->err, KC_TOO_LARGE, "interp",
+	               "the reference interpreter needs more than %zu bytes", I->max);
+}
+
+/* Row-major offset of multi-index j in v. */
+static int64_t
+lin(const int64_t *j, const IrValue *v)
+{
+	int64_t o = 0;
+	for (int d = 0; d < v->rank; d++)
+		o = o * v->shape[d] + j[d];
+	return o;
+}
+
+/* The next row-major multi-index of v. */
+static void
+next_idx(int64_t *idx, const IrValue *v)
+{
+	for (int d = v->rank - 1; d >= 0; d--) {
+		if (++idx[d] < v->shape[d])
+			return;
+		idx[d] = 0;
+	}
+}
+
+/* A zeroed tie mask for nd's result when an operand has one; else NULL. */
+static KcStatus
+tie_out(Interp *I, const IrNode *nd, uint8_t **tout)
+{
+	const IrValue *out = nd->out[0];
+	bool any = false;
+
+	*tout = NULL;
+	for (int k = 0; k < nd->nin && I->ties; k++)
+		any |= I->tie[nd->in[k]->id] != NULL;
+	if (!any)
+		return KC_OK;
+	if (I->max && I->live + (size_t)out->numel > I->max)
+		return too_large(I);
+	I->live += (size_t)out->numel;
+	*tout = I->tie[out->id] = kc_xcalloc((size_t)out->numel + 1, 1);
+	return KC_OK;
+}
+
+/* Reduce* over attrs.axis and ElemAny/ElemAll over everything, accumulating
+ * in double (floats) or exactly modulo 2^64 (integers), rounded once. */
+static void
+reduce(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
+{
+	const IrValue *u = nd->in[0], *out = nd->out[0];
+	const Cell *x = I->val[u->id];
+	const uint8_t *tx = I->tie[u->id];
+	KcDtype at = u->dtype, dt = out->dtype;
+	bool red[KC_MAX_RANK] = {false}, fl = isfl(at), sg = issigned(at);
+	int64_t idx[KC_MAX_RANK] = {0};
+	Cell id = {.i = 0};
+
+	for (int a = 0; a < nd->attrs.naxis; a++)
+		red[nd->attrs.axis[a]] = true;
+	IrOp op = nd->op;
+	if (op == IR_OP_REDUCE_PROD) {
+		if (fl)
+			id.f = 1.0;
+		else
+			id.i = 1;
+	} else if (op == IR_OP_REDUCE_MAX) {
+		if (fl)
+			id.f = -INFINITY;
+		else
+			id.i = sg ? INT64_MIN : 0;
+	} else if (op == IR_OP_REDUCE_MIN) {
+		if (fl)
+			id.f = INFINITY;
+		else
+			id.u = sg ? (uint64_t)INT64_MAX : UINT64_MAX;
+	} else if (op == IR_OP_ELEM_ALL) {
+		id.i = 1;
+	} /* ReduceSum, ElemAny: 0 */
+	for (int64_t e = 0; e < out->numel; e++)
+		r[e] = id;
+	for (int64_t e = 0; e < u->numel; e++, next_idx(idx, u)) {
+		int64_t o = 0;
+		for (int d = 0; d < u->rank; d++)
+			if (!red[d])
+				o = o * u->shape[d] + idx[d];
+		Cell a = x[e], *acc = &r[o];
+		bool nz = fl ? a.f != 0 : a.u != 0; /* NaN != 0 */
+		if (op == IR_OP_REDUCE_SUM) {
+			if (fl)
+				acc->f += a.f;
+			else
+				acc->u += a.u;
+		} else if (op == IR_OP_REDUCE_PROD) {
+			if (fl)
+				acc->f *= a.f;
+			else
+				acc->u *= a.u;
+		} else if (op == IR_OP_REDUCE_MAX) {
+			if (fl ? isnan(a.f) || a.f > acc->f : sg ? a.i > acc->i : a.u > acc->u)
+				*acc = a;
+		} else if (op == IR_OP_REDUCE_MIN) {
+			if (fl ? isnan(a.f) || a.f < acc->f : sg ? a.i < acc->i : a.u < acc->u)
+				*acc = a;
+		} else if (op == IR_OP_ELEM_ANY) {
+			acc->i |= nz;
+		} else {
+			acc->i &= nz;
+		}
+		/* NaN stays NaN in Max/Min: later x > NaN is false */
+		if (tout && tx)
+			tout[o] |= tx[e];
+	}
+	for (int64_t e = 0; e < out->numel; e++) {
+		if (op == IR_OP_ELEM_ANY || op == IR_OP_ELEM_ALL)
+			r[e] = cast_cell(r[e], KC_DT_BOOL, dt);
+		else
+			r[e] = round_cell(r[e], dt);
+	}
+}
+
+/* MatMul/BatchMatMul: out[..., m, n] = sum_k a[..., m, k] b[..., k, n]
+ * (a stored [..., K, M] with trans_a, b [..., N, K] with trans_b; batch
+ * dims align right and broadcast), accumulated in double, rounded once. */
+static void
+matmul(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
+{
+	const IrValue *a = nd->in[0], *b = nd->in[1], *out = nd->out[0];
+	const Cell *xa = I->val[a->id], *xb = I->val[b->id];
+	const uint8_t *ta = I->tie[a->id], *tb = I->tie[b->id];
+	bool tra = nd->attrs.trans_a, trb = nd->attrs.trans_b, fl = isfl(a->dtype);
+	int ra = a->rank, rb = b->rank, ro = out->rank, nb = ro - 2;
+	int64_t M = out->shape[ro - 2], N = out->shape[ro - 1];
+	int64_t K = tra ? a->shape[ra - 2] : a->shape[ra - 1];
+	int64_t bi[KC_MAX_RANK] = {0}, o = 0;
+
+	if (out->numel == 0)
+		return;
+	for (int64_t bt = 0; bt < out->numel / (M * N); bt++) {
+		int64_t ab = 0, bb = 0;
+		for (int d = 0; d < ra - 2; d++)
+			ab = ab * a->shape[d] + (a->shape[d] == 1 ? 0 : bi[d + nb - (ra - 2)]);
+		for (int d = 0; d < rb - 2; d++)
+			bb = bb * b->shape[d] + (b->shape[d] == 1 ? 0 : bi[d + nb - (rb - 2)]);
+		ab *= a->shape[ra - 2] * a->shape[ra - 1];
+		bb *= b->shape[rb - 2] * b->shape[rb - 1];
+		for (int64_t m = 0; m < M; m++)
+			for (int64_t n = 0; n < N; n++, o++) {
+				double s = 0;
+				uint64_t si = 0;
+				uint8_t t = 0;
+				for (int64_t k = 0; k < K; k++) {
+					int64_t ea = ab + (tra ? k * M + m : m * K + k);
+					int64_t eb = bb + (trb ? n * K + k : k * N + n);
+					if (fl)
+						s += xa[ea].f * xb[eb].f;
+					else
+						si += xa[ea].u * xb[eb].u;
+					if (tout)
+						t |= (ta ? ta[ea] : 0) | (tb ? tb[eb] : 0);
+				}
+				if (fl)
+					r[o].f = round_fl(s, out->dtype);
+				else
+					r[o].i = wrap(si, out->dtype);
+				if (tout)
+					tout[o] = t;
+			}
+		for (int d = nb - 1; d >= 0; d--) { /* next batch index */
+			if (++bi[d] < out->shape[d])
+				break;
+			bi[d] = 0;
+		}
+	}
+}
+
+/* The non-elementwise ops of node nd into r (allocated). */
+static KcStatus
+eval_struct(Interp *I, const IrNode *nd, Cell *r)
+{
+	const IrValue *out = nd->out[0], *u = nd->in[0];
+	const IrAttrs *at = &nd->attrs;
+	int64_t idx[KC_MAX_RANK] = {0}, j[KC_MAX_RANK] = {0};
+	uint8_t *tout;
+	KcStatus st;
+
+	if ((st = tie_out(I, nd, &tout)) != KC_OK)
+		return st;
+	switch (nd->op) {
+	case IR_OP_REDUCE_SUM:
+	case IR_OP_REDUCE_MAX:
+	case IR_OP_REDUCE_MIN:
+	case IR_OP_REDUCE_PROD:
+	case IR_OP_ELEM_ANY:
+	case IR_OP_ELEM_ALL: reduce(I, nd, r, tout); return KC_OK;
+	case IR_OP_MAT_MUL:
+	case IR_OP_BATCH_MAT_MUL: matmul(I, nd, r, tout); return KC_OK;
+	case IR_OP_ASSIGN:
+	case IR_OP_INPLACE_ASSIGN: {
+		/* yields src (Assign) or depend (InplaceAssign); src goes into
+		 * dst's input buffer now: every input was loaded up front, and
+		 * later ops read this node's result, not the buffer */
+		const IrValue *res = nd->in[nd->op == IR_OP_ASSIGN ? 1 : 2];
+		const IrValue *dst = nd->in[0], *src = nd->in[1];
+		const Cell *s = I->val[src->id];
+		memcpy(r, I->val[res->id], (size_t)out->numel * sizeof(Cell));
+		if (tout && I->tie[res->id])
+			memcpy(tout, I->tie[res->id], (size_t)out->numel);
+		for (int64_t e = 0; e < dst->numel; e++)
+			store(I->args[dst->input_index], e, dst->dtype,
+			      src->dtype == dst->dtype ? s[e] : cast_cell(s[e], src->dtype, dst->dtype));
+		return KC_OK;
+	}
+	case IR_OP_EXPAND_DIMS: /* same element order */
+		memcpy(r, I->val[u->id], (size_t)out->numel * sizeof(Cell));
+		if (tout)
+			memcpy(tout, I->tie[u->id], (size_t)out->numel);
+		return KC_OK;
+	case IR_OP_TRANSPOSE:
+	case IR_OP_TILE:
+	case IR_OP_STRIDED_SLICE:
+	case IR_OP_ONE_HOT:
+	case IR_OP_GATHER:
+	case IR_OP_CONCAT: break;
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+	case IR_OP_MUL:
+	case IR_OP_REAL_DIV:
+	case IR_OP_DIV:
+	case IR_OP_MAXIMUM:
+	case IR_OP_MINIMUM:
+	case IR_OP_POW:
+	case IR_OP_NEG:
+	case IR_OP_ABS:
+	case IR_OP_EXP:
+	case IR_OP_LOG:
+	case IR_OP_SQRT:
+	case IR_OP_RSQRT:
+	case IR_OP_RECIPROCAL:
+	case IR_OP_TANH:
+	case IR_OP_ERF:
+	case IR_OP_SQUARE:
+	case IR_OP_FLOOR:
+	case IR_OP_ROUND:
+	case IR_OP_SIGN:
+	case IR_OP_GREATER:
+	case IR_OP_GREATER_EQUAL:
+	case IR_OP_LESS:
+	case IR_OP_LESS_EQUAL:
+	case IR_OP_EQUAL:
+	case IR_OP_NOT_EQUAL:
+	case IR_OP_LOGICAL_AND:
+	case IR_OP_LOGICAL_OR:
+	case IR_OP_LOGICAL_NOT:
+	case IR_OP_IS_NAN:
+	case IR_OP_IS_INF:
+	case IR_OP_IS_FINITE:
+	case IR_OP_SELECT:
+	case IR_OP_CAST:
+	case IR_OP_BROADCAST_TO:
+	case IR_OP_RESHAPE:
+	case IR_OP_COUNT: KC_ASSERT(!"elementwise"); return KC_OK;
+	}
+	/* index remapping: output element e reads element o of operand k */
+	for (int64_t e = 0; e < out->numel; e++, next_idx(idx, out)) {
+		int k = 0, ax = (int)at->axis[0];
+		int64_t o = 0;
+		IrOp op = nd->op;
+		if (op == IR_OP_TRANSPOSE) { /* out dim d reads input dim perm[d] */
+			for (int d = 0; d < out->rank; d++)
+				j[at->list[d]] = idx[d];
+			o = lin(j, u);
+		} else if (op == IR_OP_TILE) {
+			for (int d = 0; d < u->rank; d++)
+				j[d] = idx[d + out->rank - u->rank] % u->shape[d];
+			o = lin(j, u);
+		} else if (op == IR_OP_STRIDED_SLICE) {
+			for (int d = 0, q = 0; d < u->rank; d++)
+				j[d] = (at->shrink >> d & 1) ? at->begin[d]
+				                             : at->begin[d] + idx[q++] * at->strides[d];
+			o = lin(j, u);
+		} else if (op == IR_OP_CONCAT) {
+			memcpy(j, idx, sizeof j);
+			while (j[ax] >= nd->in[k]->shape[ax])
+				j[ax] -= nd->in[k++]->shape[ax];
+			o = lin(j, nd->in[k]);
+		} else if (op == IR_OP_GATHER) {
+			/* params[idx[:ax], clamp(indices[idx[ax:ax+ri]]), idx[ax+ri:]] */
+			const IrValue *ix = nd->in[1];
+			int ri = ix->rank;
+			int64_t jj[KC_MAX_RANK];
+			for (int d = 0; d < ri; d++)
+				jj[d] = idx[ax + d];
+			Cell c = I->val[ix->id][lin(jj, ix)];
+			int64_t p = c.i < 0 ? 0 : c.i > u->shape[ax] - 1 ? u->shape[ax] - 1 : c.i;
+			for (int d = 0; d < u->rank; d++)
+				j[d] = d < ax ? idx[d] : d == ax ? p : idx[d - 1 + ri];
+			o = lin(j, u);
+		} else { /* OneHot */
+			/* indices[idx without the new dim] == idx[axis] ? on : off,
+			 * the position compared in the indices' dtype */
+			for (int d = 0, q = 0; d < out->rank; d++)
+				if (d != ax)
+					j[q++] = idx[d];
+			Cell c = I->val[u->id][lin(j, u)];
+			k = c.i == wrap((uint64_t)idx[ax], u->dtype) ? 1 : 2;
+			o = 0;
+		}
+		r[e] = I->val[nd->in[k]->id][o];
+		if (tout)
+			tout[e] = I->tie[nd->in[k]->id] ? I->tie[nd->in[k]->id][o] : 0;
+	}
+	return KC_OK;
+}
+
 /* Evaluates one node. */
 static KcStatus
 eval_node(Interp *I, const IrNode *nd)
@@ -504,10 +841,14 @@ eval_node(Interp *I, const IrNode *nd)
 	Cell a[3], *r;
 
 	/* requires: operands evaluated, one result */
-	KC_ASSERT(nd->nout == 1 && nd->nin <= 3);
+	KC_ASSERT(nd->nout == 1);
 	if (!(r = alloc_cells(I, out)))
 		return I->err->status;
 	I->val[out->id] = r;
+	if (ir_op_info[nd->op].kind != OPK_ELEMWISE && nd->op != IR_OP_BROADCAST_TO &&
+	    nd->op != IR_OP_RESHAPE)
+		return eval_struct(I, nd, r);
+	KC_ASSERT(nd->nin <= 3);
 	for (int k = 0; k < nd->nin; k++) {
 		src[k] = I->val[nd->in[k]->id];
 		KC_ASSERT(src[k]);
@@ -572,7 +913,7 @@ kc_interp_ties(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_by
                uint8_t *const *ties, KcErr *err)
 {
 	Arena *A = compile_ctx_arena(c);
-	Interp I = {.g = g, .max = max_bytes, .err = err, .ties = ties != NULL};
+	Interp I = {.g = g, .max = max_bytes, .args = args, .err = err, .ties = ties != NULL};
 	KcStatus st = KC_OK;
 
 	I.val = ARENA_ARRAY(A, Cell *, g->nvalues);
@@ -724,6 +1065,23 @@ mark_positive(const IrGraph *g, char *need)
 		case IR_OP_CAST:
 		case IR_OP_BROADCAST_TO:
 		case IR_OP_RESHAPE:
+		case IR_OP_EXPAND_DIMS:
+		case IR_OP_TRANSPOSE:
+		case IR_OP_TILE:
+		case IR_OP_STRIDED_SLICE:
+		case IR_OP_REDUCE_SUM:
+		case IR_OP_REDUCE_MAX:
+		case IR_OP_REDUCE_MIN:
+		case IR_OP_REDUCE_PROD:
+		case IR_OP_ASSIGN:
+		case IR_OP_INPLACE_ASSIGN:
+		case IR_OP_ONE_HOT:
+		case IR_OP_GATHER:
+		case IR_OP_CONCAT:
+		case IR_OP_MAT_MUL:
+		case IR_OP_BATCH_MAT_MUL:
+		case IR_OP_ELEM_ANY:
+		case IR_OP_ELEM_ALL:
 		case IR_OP_COUNT: break;
 		}
 		if (need[nd->out[0]->id])
@@ -732,13 +1090,44 @@ mark_positive(const IrGraph *g, char *need)
 	}
 }
 
+/* Index operands (Gather indices, OneHot indices) get valid indices:
+ * bound[v] = n > 0 means v should hold values in [0, n). The bound is
+ * carried back through pure data movement and Cast to the kernel inputs. */
+static void
+mark_indices(const IrGraph *g, int64_t *bound)
+{
+	for (int n = g->nnodes - 1; n >= 0; n--) {
+		const IrNode *nd = g->nodes[n];
+		const IrValue *ix = NULL;
+		int64_t lim = 0;
+		if (nd->op == IR_OP_GATHER) {
+			ix = nd->in[1];
+			lim = nd->in[0]->shape[nd->attrs.axis[0]];
+		} else if (nd->op == IR_OP_ONE_HOT) {
+			ix = nd->in[0];
+			lim = nd->attrs.list[0];
+		} else if (nd->nin >= 1 && bound[nd->out[0]->id] &&
+		           (nd->op == IR_OP_CAST || nd->op == IR_OP_RESHAPE ||
+		            nd->op == IR_OP_BROADCAST_TO || nd->op == IR_OP_EXPAND_DIMS ||
+		            nd->op == IR_OP_TRANSPOSE || nd->op == IR_OP_TILE ||
+		            nd->op == IR_OP_STRIDED_SLICE)) {
+			ix = nd->in[0];
+			lim = bound[nd->out[0]->id];
+		}
+		if (ix && lim > 0 && (!bound[ix->id] || lim < bound[ix->id]))
+			bound[ix->id] = lim;
+	}
+}
+
 void
 kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *const *args)
 {
 	char *need = ARENA_ARRAY(compile_ctx_arena(c), char, g->nvalues);
+	int64_t *bound = ARENA_ARRAY(compile_ctx_arena(c), int64_t, g->nvalues);
 	uint64_t s = seed;
 
 	mark_positive(g, need);
+	mark_indices(g, bound);
 	for (int i = 0; i < g->ninputs; i++) {
 		const IrValue *x = g->inputs[i];
 		bool pos = need[x->id];
@@ -747,6 +1136,10 @@ kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *co
 			Cell cell;
 			if (x->dtype == KC_DT_BOOL) {
 				cell.i = (int64_t)(r >> 63);
+			} else if (bound[x->id] > 0) { /* a valid index */
+				cell.i = (int64_t)(r % (uint64_t)bound[x->id]);
+				if (isfl(x->dtype))
+					cell.f = (double)cell.i;
 			} else if (isfl(x->dtype)) {
 				double u = (double)(r >> 11) * 0x1p-53; /* [0, 1) */
 				cell.f = round_fl(pos ? 0.5 + 1.5 * u : -2.0 + 4.0 * u, x->dtype);
