@@ -171,7 +171,7 @@ typedef struct Graph {
 	int nv;
 	Op ops[MAXOPS];
 	int nops;
-	int outs[4];
+	int outs[8];
 	int nouts;
 } Graph;
 
@@ -633,7 +633,7 @@ gen_graph(Graph *g, uint64_t seed)
 	memset(g, 0, sizeof *g);
 	rng = seed * 0x2545f4914f6cdd1dull + 12345;
 	rand_input(g, chance(30) ? DT_I32 : float_dt());
-	int want = 1 + rnd(7);
+	int want = 2 + rnd(9);
 	for (int t = 0; t < 40 && g->nops < want; t++)
 		gen_op(g);
 	if (!g->nops) {
@@ -641,9 +641,17 @@ gen_graph(Graph *g, uint64_t seed)
 		add_op(g, "Abs", NULL, 1, in, g->v[0].dt, 0, NULL);
 	}
 	g->outs[g->nouts++] = g->ops[g->nops - 1].out;
-	int extra = rnd(3);
-	for (int t = 0; t < 8 && extra > 0; t++) {
+	/* more outputs, sinks first (values no op reads), so fewer ops are dead */
+	bool used[MAXV] = {false};
+	for (int o = 0; o < g->nops; o++)
+		for (int i = 0; i < g->ops[o].nin; i++)
+			if (g->ops[o].in[i].v >= 0)
+				used[g->ops[o].in[i].v] = true;
+	int extra = 1 + rnd(3);
+	for (int t = 0; t < 12 && extra > 0; t++) {
 		int v = chance(5) ? 0 : g->ops[rnd(g->nops)].out;
+		if (used[v] && t < 8)
+			continue;
 		bool dup = false;
 		for (int i = 0; i < g->nouts; i++)
 			dup |= g->outs[i] == v;
