@@ -197,7 +197,7 @@ def main():
     ap.add_argument("--corpus", default=CORPUS)
     ap.add_argument("--only", default=None)
     ap.add_argument("--write", action="store_true", help="regenerate docs/conformance.md")
-    ap.add_argument("--verify-timeout", type=int, default=300,
+    ap.add_argument("--verify-timeout", type=int, default=600,
                     help="kcsd --verify-timeout-s (the large MatMul files need minutes)")
     ap.add_argument("--verify-max-mib", type=int, default=2048,
                     help="kcsd --verify-max-bytes in MiB (four corpus files exceed the "
