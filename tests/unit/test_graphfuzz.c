@@ -4,10 +4,12 @@
  * A generator builds random VALID composite graphs: shapes of rank 1-4 with
  * 1s and odd sizes (at most 256 elements, so hundreds of graphs run in
  * seconds), numpy broadcasts against existing values, fresh inputs and
- * scalar constants, dtypes float32/float16/int32/bool, elementwise unary
- * and binary ops, comparisons, Select, Cast, reductions (axis lists,
- * negative, empty = all, keep_dims), Reshape/BroadcastTo/Transpose/
- * ExpandDims/Tile, occasionally MatMul, and several outputs. Each graph is
+ * scalar constants, dtypes float32/float16/bfloat16/int32/bool,
+ * elementwise unary and binary ops, comparisons, Select, Cast, reductions
+ * (axis lists, negative, empty = all, keep_dims), Reshape/BroadcastTo/
+ * Transpose/ExpandDims/Tile/StridedSlice (masks)/Concat, occasionally
+ * MatMul/BatchMatMul (transposes, batch broadcasting), and 2-4 outputs
+ * (now and then a kernel input passed through). Each graph is
  * parsed (a refusal is a generator or parser bug: it fails), compiled for
  * the host, run with rt NULL and with a 3-thread runtime on seeded inputs,
  * and compared with kc_interp_ties on the same inputs: float32 rtol = atol
@@ -137,9 +139,15 @@ chance(int pct)
 }
 
 /* ---- the graph model ----------------------------------------------------- */
-enum { DT_F32, DT_F16, DT_I32, DT_BOOL, NDT };
-static const char *const dtn[NDT] = {"float32", "float16", "int32", "bool"};
-static const size_t dtb[NDT] = {4, 2, 4, 1};
+enum { DT_F32, DT_F16, DT_I32, DT_BOOL, DT_BF16, NDT };
+static const char *const dtn[NDT] = {"float32", "float16", "int32", "bool", "bfloat16"};
+static const size_t dtb[NDT] = {4, 2, 4, 1, 2};
+
+static bool
+is_fl(int dt)
+{
+	return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16;
+}
 
 #define MAXV 64
 #define MAXOPS 16
@@ -160,8 +168,9 @@ typedef struct Opnd {
 
 typedef struct Op {
 	const char *name;
-	char attr[256]; /* JSON attr list, or "null" */
+	char attr[512]; /* JSON attr list, or "null" */
 	int nin;
+	bool dyn; /* Concat: the operands are one inner input_desc list */
 	Opnd in[3];
 	int out;
 } Op;
@@ -376,7 +385,8 @@ int_list(char *out, size_t cap, const int64_t *l, int n)
 static int
 float_dt(void)
 {
-	return chance(70) ? DT_F32 : DT_F16;
+	int k = rnd(100);
+	return k < 60 ? DT_F32 : k < 85 ? DT_F16 : DT_BF16;
 }
 
 /* One random op appended to g (may add fresh inputs). */
@@ -391,7 +401,7 @@ gen_op(Graph *g)
 	static const char *const cmp[] = {"Greater", "GreaterEqual", "Less",
 	                                  "LessEqual", "Equal", "NotEqual"};
 	static const char *const red[] = {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"};
-	char attr[256];
+	char attr[512];
 	int k = rnd(100), a, dt;
 	Opnd in[3];
 
@@ -481,7 +491,7 @@ gen_op(Graph *g)
 		int from = rnd(NDT);
 		if (from == to)
 			to = (to + 1) % NDT;
-		bool need_input = (from == DT_F32 || from == DT_F16) && (to == DT_I32 || to == DT_BOOL);
+		bool need_input = is_fl(from) && (to == DT_I32 || to == DT_BOOL);
 		a = pick(g, from, need_input);
 		if (a < 0)
 			a = rand_input(g, from);
@@ -533,7 +543,7 @@ gen_op(Graph *g)
 			a = rand_input(g, float_dt());
 		Val *v = &g->v[a];
 		int64_t s[4], l[4];
-		int r = 0, which = rnd(5);
+		int r = 0, which = rnd(7);
 		in[0] = V(a);
 		if (which == 0) { /* Reshape to a factorisation of numel */
 			int64_t n = numel(v), rest = n;
@@ -596,6 +606,83 @@ gen_op(Graph *g)
 			snprintf(attr, sizeof attr, "[{\"name\":\"axis\",\"value\":%d}]",
 			         chance(30) ? axn - (v->rank + 1) : axn);
 			add_op(g, "ExpandDims", attr, 1, in, v->dt, v->rank + 1, s);
+		} else if (which == 5) { /* StridedSlice, positive strides, masks */
+			int64_t b[4], e[4], st[4], bm = 0, em = 0, sm = 0;
+			int nb = 1 + rnd(v->rank);
+			for (int d = 0; d < nb; d++) {
+				int64_t dim = v->shape[d], lo = rnd((int)dim), hi;
+				hi = lo + 1 + rnd((int)(dim - lo));
+				st[d] = 1 + rnd(3);
+				if (v->rank > 1 && r + (v->rank - d) > 1 && chance(15)) {
+					sm |= 1 << d; /* shrink: take index lo, drop the dim */
+					b[d] = chance(40) ? lo - dim : lo;
+					e[d] = lo + 1;
+					st[d] = 1;
+					continue;
+				}
+				b[d] = chance(30) ? lo - dim : lo;
+				if (chance(20)) {
+					bm |= 1 << d;
+					b[d] = chance(50) ? 0 : dim - 1; /* ignored */
+					lo = 0;
+				}
+				e[d] = hi < dim && chance(30) ? hi - dim : hi;
+				if (chance(20)) {
+					em |= 1 << d;
+					e[d] = 0; /* ignored */
+					hi = dim;
+				}
+				s[r++] = (hi - lo + st[d] - 1) / st[d];
+			}
+			for (int d = nb; d < v->rank; d++)
+				s[r++] = v->shape[d];
+			char lb[64], le[64], ls[64];
+			int_list(lb, sizeof lb, b, nb);
+			int_list(le, sizeof le, e, nb);
+			int_list(ls, sizeof ls, st, nb);
+			snprintf(attr, sizeof attr,
+			         "[{\"name\":\"begin\",\"value\":%s},{\"name\":\"end\",\"value\":%s},"
+			         "{\"name\":\"strides\",\"value\":%s},{\"name\":\"begin_mask\","
+			         "\"value\":%lld},{\"name\":\"end_mask\",\"value\":%lld},"
+			         "{\"name\":\"shrink_axis_mask\",\"value\":%lld},"
+			         "{\"name\":\"ellipsis_mask\",\"value\":0},"
+			         "{\"name\":\"new_axis_mask\",\"value\":0}]",
+			         lb, le, ls, (long long)bm, (long long)em, (long long)sm);
+			add_op(g, "StridedSlice", attr, 1, in, v->dt, r, s);
+		} else if (which == 6) { /* Concat of 2-3 pieces along one axis */
+			int ax = rnd(v->rank), np = 2 + rnd(2);
+			int64_t tot = v->shape[ax], other = numel(v) / v->shape[ax];
+			for (int i = 1; i < np; i++) {
+				int64_t sh[4], len = 1 + rnd(4);
+				memcpy(sh, v->shape, sizeof sh);
+				sh[ax] = len;
+				int b = -1;
+				for (int t = 0; t < g->nv && b < 0; t++) /* an existing fit? */
+					if (t != a && g->v[t].dt == v->dt && g->v[t].rank == v->rank &&
+					    chance(50)) {
+						bool fit = true;
+						for (int d = 0; d < v->rank; d++)
+							fit &= d == ax || g->v[t].shape[d] == v->shape[d];
+						if (fit)
+							b = t;
+					}
+				if (b < 0)
+					b = new_input(g, v->dt, v->rank, sh);
+				if (b < 0)
+					return;
+				v = &g->v[a]; /* g->v did not move, but keep it obvious */
+				in[i] = V(b);
+				tot += g->v[b].shape[ax];
+			}
+			if (tot * other > CAP)
+				return;
+			memcpy(s, v->shape, sizeof s);
+			s[ax] = tot;
+			snprintf(attr, sizeof attr, "[{\"name\":\"axis\",\"value\":%d}]",
+			         chance(30) ? ax - v->rank : ax);
+			int o = add_op(g, "Concat", attr, np, in, v->dt, v->rank, s);
+			if (o >= 0)
+				g->ops[o].dyn = true;
 		} else { /* Tile */
 			int64_t n = 1;
 			for (int d = 0; d < v->rank; d++) {
@@ -610,6 +697,23 @@ gen_op(Graph *g)
 			snprintf(attr, sizeof attr, "[{\"name\":\"multiples\",\"value\":%s}]", sl);
 			add_op(g, "Tile", attr, 1, in, v->dt, v->rank, s);
 		}
+	} else if (chance(30)) { /* BatchMatMul, batch broadcasting */
+		int64_t B = 1 + rnd(3), M = 1 + rnd(6), K = 1 + rnd(6), N = 1 + rnd(6);
+		int64_t sa[3], sb[3], so[3] = {B, M, N};
+		bool ta = chance(40), tb = chance(40), bb = chance(30);
+		sa[0] = B;
+		sa[1] = ta ? K : M;
+		sa[2] = ta ? M : K;
+		sb[0] = bb ? 1 : B;
+		sb[1] = tb ? N : K;
+		sb[2] = tb ? K : N;
+		in[0] = V(new_input(g, DT_F32, 3, sa));
+		in[1] = V(new_input(g, DT_F32, 3, sb));
+		snprintf(attr, sizeof attr,
+		         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
+		         "\"value\":%s},{\"name\":\"dst_type\",\"value\":\"float32\"}]",
+		         ta ? "true" : "false", tb ? "true" : "false");
+		add_op(g, "BatchMatMul", attr, 2, in, DT_F32, 3, so);
 	} else { /* MatMul on float32 */
 		int64_t M = 1 + rnd(9), K = 1 + rnd(9), N = 1 + rnd(9), sa[2], sb[2], so[2] = {M, N};
 		bool ta = chance(40), tb = chance(40);
@@ -742,7 +846,7 @@ to_json(const Graph *g, size_t *len)
 		bp(&b, "%s{\"attr\":%s,\"name\":\"%s\",\"input_desc\":[", nops++ ? "," : "",
 		   op->attr, op->name);
 		for (int i = 0; i < op->nin; i++) {
-			bp(&b, "%s[", i ? "," : "");
+			bp(&b, "%s%s", i ? "," : "", op->dyn && i ? "" : "[");
 			if (op->in[i].v >= 0)
 				desc(&b, g, op->in[i].v);
 			else
@@ -750,7 +854,8 @@ to_json(const Graph *g, size_t *len)
 				   "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"shape\":[1],"
 				   "\"tensor_name\":\"c%d\",\"value\":%s}",
 				   dtn[op->in[i].cdt], cidx++, op->in[i].cval);
-			bp(&b, "]");
+			if (!op->dyn || i == op->nin - 1)
+				bp(&b, "]");
 		}
 		bp(&b, "],\"output_desc\":[");
 		desc(&b, g, op->out);
@@ -788,6 +893,12 @@ as_f64(int dt, const void *p, int64_t i)
 		           : e == 31 ? (m ? NAN : INFINITY)
 		                     : ldexp(m + 1024, (int)e - 25);
 		return (h & 0x8000) ? -v : v;
+	}
+	case DT_BF16: {
+		uint32_t w = (uint32_t)((const uint16_t *)p)[i] << 16;
+		float f;
+		memcpy(&f, &w, 4);
+		return f;
 	}
 	case DT_I32:
 		return ((const int32_t *)p)[i];
@@ -880,7 +991,7 @@ check(const char *json, size_t len, uint64_t seed, char *msg, size_t cap)
 	res = R_PASS;
 	for (int i = nin; i < n && res == R_PASS; i++) {
 		int dt = dt_of(ai[i].dtype);
-		bool fl = dt == DT_F32 || dt == DT_F16;
+		bool fl = is_fl(dt);
 		double tol = kc_interp_half_upstream(c, g, i - nin) ? 1e-2 : 1e-4;
 		for (int run = 0; run < 2 && res == R_PASS; run++) {
 			void *k = run ? kb[i] : ka[i];
