@@ -161,9 +161,9 @@ typedef struct Val {
 } Val;
 
 typedef struct Opnd {
-	int v;           /* value id, or -1: a scalar constant */
-	char cval[24];   /* the constant's JSON number */
-	int cdt;         /* the constant's dtype */
+	int v;         /* value id, or -1: a scalar constant */
+	char cval[24]; /* the constant's JSON number */
+	int cdt;       /* the constant's dtype */
 } Opnd;
 
 typedef struct Op {
@@ -285,8 +285,10 @@ partner(Graph *g, int a, int dt, bool allow_const, bool fresh_only)
 	if (allow_const && k < 3) {
 		static const char *const fc[] = {"0.5", "-1.25", "2", "3", "-0.75", "1"};
 		static const char *const ic[] = {"1", "2", "3", "-2", "4", "-1"};
-		snprintf(o.cval, sizeof o.cval, "%s", dt == DT_BOOL ? (chance(50) ? "true" : "false")
-		                                     : dt == DT_I32 ? ic[rnd(6)] : fc[rnd(6)]);
+		snprintf(o.cval, sizeof o.cval, "%s",
+		         dt == DT_BOOL  ? (chance(50) ? "true" : "false")
+		         : dt == DT_I32 ? ic[rnd(6)]
+		                        : fc[rnd(6)]);
 		return o;
 	}
 	if (!fresh_only && k < 6) {
@@ -394,12 +396,12 @@ static void
 gen_op(Graph *g)
 {
 	static const char *const un_any[] = {"Neg", "Abs", "Exp", "Tanh", "Erf", "Square"};
-	static const char *const un_in[] = {"Log", "Sqrt", "Rsqrt", "Reciprocal",
+	static const char *const un_in[] = {"Log",   "Sqrt",  "Rsqrt", "Reciprocal",
 	                                    "Floor", "Round", "Sign"};
 	static const char *const bin_f[] = {"Add", "Sub", "Mul", "Maximum", "Minimum"};
 	static const char *const bin_i[] = {"Add", "Sub", "Mul", "Maximum", "Minimum"};
-	static const char *const cmp[] = {"Greater", "GreaterEqual", "Less",
-	                                  "LessEqual", "Equal", "NotEqual"};
+	static const char *const cmp[] = {"Greater",   "GreaterEqual", "Less",
+	                                  "LessEqual", "Equal",        "NotEqual"};
 	static const char *const red[] = {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"};
 	char attr[512];
 	int k = rnd(100), a, dt;
@@ -640,14 +642,15 @@ gen_op(Graph *g)
 			int_list(lb, sizeof lb, b, nb);
 			int_list(le, sizeof le, e, nb);
 			int_list(ls, sizeof ls, st, nb);
-			snprintf(attr, sizeof attr,
-			         "[{\"name\":\"begin\",\"value\":%s},{\"name\":\"end\",\"value\":%s},"
-			         "{\"name\":\"strides\",\"value\":%s},{\"name\":\"begin_mask\","
-			         "\"value\":%lld},{\"name\":\"end_mask\",\"value\":%lld},"
-			         "{\"name\":\"shrink_axis_mask\",\"value\":%lld},"
-			         "{\"name\":\"ellipsis_mask\",\"value\":0},"
-			         "{\"name\":\"new_axis_mask\",\"value\":0}]",
-			         lb, le, ls, (long long)bm, (long long)em, (long long)sm);
+			snprintf(
+			    attr, sizeof attr,
+			    "[{\"name\":\"begin\",\"value\":%s},{\"name\":\"end\",\"value\":%s},"
+			    "{\"name\":\"strides\",\"value\":%s},{\"name\":\"begin_mask\","
+			    "\"value\":%lld},{\"name\":\"end_mask\",\"value\":%lld},"
+			    "{\"name\":\"shrink_axis_mask\",\"value\":%lld},"
+			    "{\"name\":\"ellipsis_mask\",\"value\":0},"
+			    "{\"name\":\"new_axis_mask\",\"value\":0}]",
+			    lb, le, ls, (long long)bm, (long long)em, (long long)sm);
 			add_op(g, "StridedSlice", attr, 1, in, v->dt, r, s);
 		} else if (which == 6) { /* Concat of 2-3 pieces along one axis */
 			int ax = rnd(v->rank), np = 2 + rnd(2);
@@ -658,11 +661,12 @@ gen_op(Graph *g)
 				sh[ax] = len;
 				int b = -1;
 				for (int t = 0; t < g->nv && b < 0; t++) /* an existing fit? */
-					if (t != a && g->v[t].dt == v->dt && g->v[t].rank == v->rank &&
-					    chance(50)) {
+					if (t != a && g->v[t].dt == v->dt &&
+					    g->v[t].rank == v->rank && chance(50)) {
 						bool fit = true;
 						for (int d = 0; d < v->rank; d++)
-							fit &= d == ax || g->v[t].shape[d] == v->shape[d];
+							fit &= d == ax ||
+							       g->v[t].shape[d] == v->shape[d];
 						if (fit)
 							b = t;
 					}
@@ -715,7 +719,8 @@ gen_op(Graph *g)
 		         ta ? "true" : "false", tb ? "true" : "false");
 		add_op(g, "BatchMatMul", attr, 2, in, DT_F32, 3, so);
 	} else { /* MatMul on float32 */
-		int64_t M = 1 + rnd(9), K = 1 + rnd(9), N = 1 + rnd(9), sa[2], sb[2], so[2] = {M, N};
+		int64_t M = 1 + rnd(9), K = 1 + rnd(9), N = 1 + rnd(9), sa[2], sb[2],
+		        so[2] = {M, N};
 		bool ta = chance(40), tb = chance(40);
 		sa[0] = ta ? K : M;
 		sa[1] = ta ? M : K;
@@ -772,8 +777,7 @@ typedef struct Buf {
 	size_t n, cap;
 } Buf;
 
-static void __attribute__((format(printf, 2, 3)))
-bp(Buf *b, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 3))) bp(Buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	for (;;) {
@@ -795,8 +799,9 @@ desc(Buf *b, const Graph *g, int v)
 	const Val *x = &g->v[v];
 	char sl[64];
 	int_list(sl, sizeof sl, x->shape, x->rank);
-	bp(b, "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"shape\":%s,"
-	      "\"tensor_name\":\"%s%d\"}",
+	bp(b,
+	   "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"shape\":%s,"
+	   "\"tensor_name\":\"%s%d\"}",
 	   dtn[x->dt], sl, x->input ? "in" : "t", v);
 }
 
@@ -851,7 +856,8 @@ to_json(const Graph *g, size_t *len)
 				desc(&b, g, op->in[i].v);
 			else
 				bp(&b,
-				   "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"shape\":[1],"
+				   "{\"data_type\":\"%s\",\"format\":\"DefaultFormat\",\"shape\":["
+				   "1],"
 				   "\"tensor_name\":\"c%d\",\"value\":%s}",
 				   dtn[op->in[i].cdt], cidx++, op->in[i].cval);
 			if (!op->dyn || i == op->nin - 1)
@@ -885,8 +891,7 @@ static double
 as_f64(int dt, const void *p, int64_t i)
 {
 	switch (dt) {
-	case DT_F32:
-		return ((const float *)p)[i];
+	case DT_F32: return ((const float *)p)[i];
 	case DT_F16: {
 		unsigned h = ((const uint16_t *)p)[i], e = (h >> 10) & 31, m = h & 1023;
 		double v = e == 0    ? ldexp(m, -24)
@@ -900,10 +905,8 @@ as_f64(int dt, const void *p, int64_t i)
 		memcpy(&f, &w, 4);
 		return f;
 	}
-	case DT_I32:
-		return ((const int32_t *)p)[i];
-	default:
-		return ((const uint8_t *)p)[i];
+	case DT_I32: return ((const int32_t *)p)[i];
+	default: return ((const uint8_t *)p)[i];
 	}
 }
 
@@ -1000,11 +1003,12 @@ check(const char *json, size_t len, uint64_t seed, char *msg, size_t cap)
 				bool same = x == y || (isnan(x) && isnan(y)) ||
 				            (fl && fabs(x - y) <= tol + tol * fabs(y));
 				if (!same && !tie[i - nin][e]) {
-					snprintf(msg, cap,
-					         "output %d (%s, %s rt): element %lld got %.9g want "
-					         "%.9g",
-					         i - nin, ai[i].dtype, run ? "3-thread" : "NULL",
-					         (long long)e, x, y);
+					snprintf(
+					    msg, cap,
+					    "output %d (%s, %s rt): element %lld got %.9g want "
+					    "%.9g",
+					    i - nin, ai[i].dtype, run ? "3-thread" : "NULL",
+					    (long long)e, x, y);
 					res = R_FAIL;
 					break;
 				}
@@ -1049,7 +1053,8 @@ shrink(Graph *g, uint64_t seed, int kind)
 		progress = false;
 		for (int i = 0; i < g->nouts && g->nouts > 1; i++) {
 			Graph t = *g;
-			memmove(&t.outs[i], &t.outs[i + 1], sizeof(int) * (size_t)(t.nouts - i - 1));
+			memmove(&t.outs[i], &t.outs[i + 1],
+			        sizeof(int) * (size_t)(t.nouts - i - 1));
 			t.nouts--;
 			if (check_graph(&t, seed, msg, sizeof msg) == kind) {
 				*g = t;
