@@ -31,7 +31,10 @@
  * A failure is shrunk greedily (drop outputs, then cut ops into fresh
  * kernel inputs, while it still fails) and the minimal JSON is printed.
  *
- *   test_graphfuzz [--seed N] [--count N] [--verbose]
+ *   test_graphfuzz [--seed N] [--count N] [--max-elements N (256)] [--verbose]
+ *
+ * --max-elements above 2048 also draws dims of 33, 64 and 129, so vector
+ * loops with tails and the parallel regions get exercised.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -151,7 +154,7 @@ is_fl(int dt)
 
 #define MAXV 64
 #define MAXOPS 16
-#define CAP 256 /* elements per tensor */
+static int64_t CAP = 256; /* elements per tensor (--max-elements) */
 
 typedef struct Val {
 	int dt, rank;
@@ -213,12 +216,13 @@ new_val(Graph *g, int dt, int rank, const int64_t *shape, bool input)
 static void
 rand_shape(int *rank, int64_t *shape)
 {
-	static const int64_t sizes[] = {1, 1, 2, 3, 4, 5, 7, 8, 13, 16};
+	static const int64_t sizes[] = {1, 1, 2, 3, 4, 5, 7, 8, 13, 16, 33, 64, 129};
+	int nsz = CAP > 2048 ? 13 : 10; /* big dims only with --max-elements */
 	for (;;) {
 		int64_t n = 1;
 		*rank = 1 + rnd(4);
 		for (int d = 0; d < *rank; d++) {
-			shape[d] = sizes[rnd(10)];
+			shape[d] = sizes[rnd(nsz)];
 			n *= shape[d];
 		}
 		if (n <= CAP)
@@ -1144,10 +1148,14 @@ main(int argc, char **argv)
 			opt_seed = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--count") && i + 1 < argc)
 			opt_count = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--max-elements") && i + 1 < argc)
+			CAP = strtoll(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--verbose"))
 			verbose = true;
 		else {
-			fprintf(stderr, "usage: %s [--seed N] [--count N] [--verbose]\n", argv[0]);
+			fprintf(stderr,
+			        "usage: %s [--seed N] [--count N] [--max-elements N] [--verbose]\n",
+			        argv[0]);
 			return 2;
 		}
 	}
