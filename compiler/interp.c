@@ -35,12 +35,12 @@ typedef union Cell {
 
 typedef struct Interp {
 	const IrGraph *g;
-	Cell **val;       /* per value id: its cells, or NULL */
-	uint8_t **tie;    /* per value id: its tie mask, or NULL (none set) */
-	char *half;       /* per value id: float16/bfloat16 upstream */
-	bool ties;        /* track tie masks (kc_interp_ties) */
-	int *left;        /* per value id: uses left before it can be freed */
-	size_t live, max; /* bytes */
+	Cell **val;        /* per value id: its cells, or NULL */
+	uint8_t **tie;     /* per value id: its tie mask, or NULL (none set) */
+	char *half;        /* per value id: float16/bfloat16 upstream */
+	bool ties;         /* track tie masks (kc_interp_ties) */
+	int *left;         /* per value id: uses left before it can be freed */
+	size_t live, max;  /* bytes */
 	void *const *args; /* the caller's buffers: Assign writes its inputs */
 	KcErr *err;
 } Interp;
@@ -725,7 +725,8 @@ eval_struct(Interp *I, const IrNode *nd, Cell *r)
 			memcpy(tout, I->tie[res->id], (size_t)out->numel);
 		for (int64_t e = 0; e < dst->numel; e++)
 			store(I->args[dst->input_index], e, dst->dtype,
-			      src->dtype == dst->dtype ? s[e] : cast_cell(s[e], src->dtype, dst->dtype));
+			      src->dtype == dst->dtype ? s[e]
+			                               : cast_cell(s[e], src->dtype, dst->dtype));
 		return KC_OK;
 	}
 	case IR_OP_EXPAND_DIMS: /* same element order */
@@ -793,8 +794,9 @@ eval_struct(Interp *I, const IrNode *nd, Cell *r)
 			o = lin(j, u);
 		} else if (op == IR_OP_STRIDED_SLICE) {
 			for (int d = 0, q = 0; d < u->rank; d++)
-				j[d] = (at->shrink >> d & 1) ? at->begin[d]
-				                             : at->begin[d] + idx[q++] * at->strides[d];
+				j[d] = (at->shrink >> d & 1)
+				           ? at->begin[d]
+				           : at->begin[d] + idx[q++] * at->strides[d];
 			o = lin(j, u);
 		} else if (op == IR_OP_CONCAT) {
 			memcpy(j, idx, sizeof j);

@@ -38,6 +38,15 @@ CORPUS_FILES = [
     "Fused_Greater_Select_Sqrt_Select_Maximum_Reshape_RealDiv_split_14150358161139991050.info",
     "Fused_Add_Log_Mul_Exp_Mul_Mul_Mul_split_13431054805825781152.info",
 ]
+# the ops-branch ops: reductions (a float16 softmax, a mixed-precision
+# layernorm), OneHot (valid random indices) and ElemAny + Assign
+CORPUS_OPS_FILES = [
+    "Fused_Softmax_1264009767807426805.json",
+    "layernorm.json",
+    "Fused_Sub_Exp_ReduceSum_split_7326645054496025314.info",
+    "Fused_OneHot_fusion_7714818107872836369.info",
+    "Fused_Cast_Mul_IsInf_IsNan_LogicalOr_ElemAny_Assign_split_13807630631961538942.info",
+]
 
 
 class Tap:
@@ -208,6 +217,17 @@ def check_corpus(d):
         passed += bool(good)
         T.ok(good, "corpus %s verifies ok" % name[:60], raw[:600])
     T.ok(passed >= 5, "at least 5 corpus files verify ok (%d)" % passed)
+    for name in CORPUS_OPS_FILES:
+        path = os.path.join(CORPUS, name)
+        if not os.path.exists(path):
+            T.skip("corpus %s verifies ok" % name[:60], "absent")
+            continue
+        with open(path, "rb") as f:
+            body = f.read()
+        t0 = time.time()
+        st, j, raw = post(d, "/v1/verify?seed=5", body)
+        good = st == 200 and j and j.get("ok") is True
+        T.ok(good, "corpus %s verifies ok (%.1f s)" % (name[:60], time.time() - t0), raw[:600])
     name = CORPUS_FILES[0]
     with open(os.path.join(CORPUS, name), "rb") as f:
         body = f.read()

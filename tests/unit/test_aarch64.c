@@ -14,6 +14,8 @@
  *   - aarch64 vs scalar references: kc_interp (rtol = atol = 1e-4, 1e-2
  *     with float16/bfloat16 upstream, as test_interp), plus exact C loops
  *     for the chain and broadcast graphs.
+ * Two small reduction graphs are hand-built too; the corpus slice stays
+ * elementwise (the reduction/MatMul files are large under qemu).
  * Graphs over BIG_ELEMENTS (14 of the 22 eligible corpus files) run
  * on the first aarch64 target only, against the x86-64 kernel only.
  *
@@ -118,20 +120,27 @@ g_out(G *g, const char *name, const char *dt, const char *shape)
 	snprintf(g->outs + n, sizeof g->outs - n, "%s%s", n ? "," : "", T(name, dt, shape));
 }
 
+/* op with attrs (JSON text) */
+static void
+g_op_attr(G *g, const char *op, const char *attr, const char *out, const char *dt,
+          const char *shape, int nin, const char *a, const char *b, const char *c)
+{
+	const char *in[3] = {a, b, c};
+	size_t n = strlen(g->ops);
+	n += (size_t)snprintf(g->ops + n, sizeof g->ops - n,
+	                      "%s{\"attr\":%s,\"impl_path\":\"\",\"name\":\"%s\",\"input_desc\":[",
+	                      n ? "," : "", attr, op);
+	for (int i = 0; i < nin; i++)
+		n += (size_t)snprintf(g->ops + n, sizeof g->ops - n, "%s[%s]", i ? "," : "", in[i]);
+	snprintf(g->ops + n, sizeof g->ops - n, "],\"output_desc\":[%s]}", T(out, dt, shape));
+}
+
 /* op(name, out tensor, out dtype, out shape, operands...) */
 static void
 g_op(G *g, const char *op, const char *out, const char *dt, const char *shape, int nin,
      const char *a, const char *b, const char *c)
 {
-	const char *in[3] = {a, b, c};
-	size_t n = strlen(g->ops);
-	n +=
-	    (size_t)snprintf(g->ops + n, sizeof g->ops - n,
-	                     "%s{\"attr\":null,\"impl_path\":\"\",\"name\":\"%s\",\"input_desc\":[",
-	                     n ? "," : "", op);
-	for (int i = 0; i < nin; i++)
-		n += (size_t)snprintf(g->ops + n, sizeof g->ops - n, "%s[%s]", i ? "," : "", in[i]);
-	snprintf(g->ops + n, sizeof g->ops - n, "],\"output_desc\":[%s]}", T(out, dt, shape));
+	g_op_attr(g, op, "null", out, dt, shape, nin, a, b, c);
 }
 
 /* The graph as JSON, malloc'd. */
@@ -496,7 +505,7 @@ check(const char *label, const char *json, size_t len, uint64_t seed, RefFn ref)
 			numel[i] *= ai[i].shape[d];
 		size_t bytes = (size_t)numel[i] * dt_bytes(ai[i].dtype) + 8;
 		args[i] = calloc(1, bytes);
-		ra[i] = ai[i].is_output ? calloc(1, bytes) : args[i];
+		ra[i] = calloc(1, bytes); /* kc_interp writes Assign destinations */
 		xa[i] = ai[i].is_output ? calloc(1, bytes) : args[i];
 		if (!ai[i].is_output)
 			nin++;
@@ -508,6 +517,8 @@ check(const char *label, const char *json, size_t len, uint64_t seed, RefFn ref)
 		       a64_targets[0]);
 	}
 	kc_interp_random_inputs(c, g, seed, args);
+	for (int i = 0; i < nin; i++)
+		memcpy(ra[i], args[i], (size_t)numel[i] * dt_bytes(ai[i].dtype));
 	if (ntargets == NTARGETS)
 		OKF(kc_interp(c, g, ra, (size_t)1 << 32, &err) == KC_OK, "%s: kc_interp%s%s", label,
 		    err.msg[0] ? ": " : "", err.msg);
@@ -786,6 +797,41 @@ reshape_broadcast(void)
 	free(g);
 }
 
+/* Small reduction stages (inner and outer axes, float32 and int32): the
+ * softmax pattern, and column sums / row maxima. Cheap under qemu. */
+static void
+reductions(void)
+{
+	static const char keep[] =
+	    "[{\"name\":\"axis\",\"value\":[-1]},{\"name\":\"keep_dims\",\"value\":true}]";
+	G *g = calloc(1, sizeof *g);
+	g_in(g, "x", "float32", "8,33");
+	g_op_attr(g, "ReduceMax", keep, "m", "float32", "8,1", 1, T("x", "float32", "8,33"), NULL,
+	          NULL);
+	g_op(g, "Sub", "s", "float32", "8,33", 2, T("x", "float32", "8,33"),
+	     T("m", "float32", "8,1"), NULL);
+	g_op(g, "Exp", "e", "float32", "8,33", 1, T("s", "float32", "8,33"), NULL, NULL);
+	g_op_attr(g, "ReduceSum", keep, "z", "float32", "8,1", 1, T("e", "float32", "8,33"), NULL,
+	          NULL);
+	g_op(g, "RealDiv", "y", "float32", "8,33", 2, T("e", "float32", "8,33"),
+	     T("z", "float32", "8,1"), NULL);
+	g_out(g, "y", "float32", "8,33");
+	check_g(g, "Fused_Softmax", 61, NULL);
+	free(g);
+
+	g = calloc(1, sizeof *g);
+	g_in(g, "x", "float32", "16,24");
+	g_in(g, "i", "int32", "6,10");
+	g_op_attr(g, "ReduceSum", "[{\"name\":\"axis\",\"value\":[0]}]", "cs", "float32", "24", 1,
+	          T("x", "float32", "16,24"), NULL, NULL);
+	g_op_attr(g, "ReduceMax", "[{\"name\":\"axis\",\"value\":[1]}]", "rm", "int32", "6", 1,
+	          T("i", "int32", "6,10"), NULL, NULL);
+	g_out(g, "cs", "float32", "24");
+	g_out(g, "rm", "int32", "6");
+	check_g(g, "Fused_ReduceSum_ReduceMax", 62, NULL);
+	free(g);
+}
+
 /* ---- the corpus --------------------------------------------------------------------- */
 /* test_corpus.py's first slice */
 static bool
@@ -950,6 +996,7 @@ main(int argc, char **argv)
 	t_sub("casts", casts);
 	t_sub("compare_select", compare_select);
 	t_sub("reshape_broadcast", reshape_broadcast);
+	t_sub("reductions", reductions);
 	t_sub("corpus", corpus);
 	for (int ti = 0; ti < NTARGETS; ti++)
 		printf("# %s: max float32 difference from x86-64 %lld ulp, float16/bfloat16 %lld "

@@ -37,9 +37,20 @@ desc(char *out, size_t cap, const char *name, const char *dt, const char *shape)
 
 /* A graph with inputs x0.. (dtypes dts[i], shapes shp[i]) and one op whose
  * output y has dtype odt and shape oshape. */
+static char *one_op_attr(const char *op, const char *attr, int nin, const char *const *dts,
+                         const char *const *shp, const char *odt, const char *oshape);
+
 static char *
 one_op(const char *op, int nin, const char *const *dts, const char *const *shp, const char *odt,
        const char *oshape)
+{
+	return one_op_attr(op, "null", nin, dts, shp, odt, oshape);
+}
+
+/* one_op with an attr list (JSON, single quotes allowed). */
+static char *
+one_op_attr(const char *op, const char *attr, int nin, const char *const *dts,
+            const char *const *shp, const char *odt, const char *oshape)
 {
 	char ins[2048] = "", opins[2048] = "", d[256], name[8];
 	size_t cap = 8192;
@@ -54,9 +65,12 @@ one_op(const char *op, int nin, const char *const *dts, const char *const *shp, 
 	desc(d, sizeof d, "y", odt, oshape);
 	snprintf(s, cap,
 	         "{\"composite\":true,\"op\":\"t_%s\",\"process\":\"cpu\",\"version\":1,"
-	         "\"input_desc\":[%s],\"output_desc\":[%s],\"op_desc\":[{\"attr\":null,"
+	         "\"input_desc\":[%s],\"output_desc\":[%s],\"op_desc\":[{\"attr\":%s,"
 	         "\"name\":\"%s\",\"input_desc\":[%s],\"output_desc\":[%s]}]}",
-	         op, ins, d, op, opins, d);
+	         op, ins, d, attr, op, opins, d);
+	for (char *q = s; *q; q++)
+		if (*q == '\'')
+			*q = '"';
 	return s;
 }
 
@@ -324,6 +338,343 @@ layouts(void)
 	compile_ctx_free(c);
 }
 
+/* ---- the structured ops, by hand ---------------------------------------------- */
+
+/* Parses json (single quotes allowed) and runs kc_interp on args; checks
+ * output argument `oi` (dtype odt) against want[0..n). Frees json. */
+static void
+check_graph(const char *label, char *json, void **args, int oi, const char *odt, int n,
+            const double *want)
+{
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	for (char *q = json; *q; q++)
+		if (*q == '\'')
+			*q = '"';
+	KcStatus st = kc_parse(c, json, strlen(json), &lim, &g, &err);
+	OKF(st == KC_OK, "%s parse: %s %s", label, err.where, err.msg);
+	if (st == KC_OK) {
+		st = kc_interp(c, g, args, 0, &err);
+		OKF(st == KC_OK, "%s interp: %s", label, err.msg);
+	}
+	for (int e = 0; e < n && st == KC_OK; e++) {
+		double got = unpack(odt, args[oi], e), w = want[e];
+		bool same = got == w || (isnan(got) && isnan(w)) || fabs(got - w) <= 1e-6 * fabs(w);
+		OKF(same, "%s element %d: got %.17g want %.17g", label, e, got, w);
+	}
+	compile_ctx_free(c);
+	free(json);
+}
+
+/* One op with attrs on packed inputs; checks its n-element output. */
+static void
+check_op_attr(const char *label, const char *op, const char *attr, int nin, const char *const *dts,
+              const char *const *shp, const double *const *in, const char *odt, const char *oshape,
+              int n, const double *want)
+{
+	void *args[8] = {0};
+	for (int i = 0; i < nin; i++) {
+		int cnt = 1; /* the element count of shp[i] */
+		for (const char *q = shp[i]; *q;) {
+			char *end;
+			cnt *= (int)strtol(q, &end, 10);
+			q = *end ? end + 1 : end;
+		}
+		args[i] = pack(dts[i], in[i], cnt);
+	}
+	args[nin] = calloc((size_t)n + 1, 8);
+	check_graph(label, one_op_attr(op, attr, nin, dts, shp, odt, oshape), args, nin, odt, n,
+	            want);
+	for (int i = 0; i <= nin; i++)
+		free(args[i]);
+}
+
+#define IOTA24                                                                                     \
+	N(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23)
+
+static void
+reductions(void)
+{
+	const char *f = "float32", *i32 = "int32";
+	/* x[i,j,k] = 12 i + 4 j + k over [2,3,4] */
+	check_op_attr("ReduceSum axis 0", "ReduceSum", "[{'name':'axis','value':[0]}]", 1, DT(f),
+	              DT("2,3,4"), IN(IOTA24), f, "3,4", 12,
+	              N(12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34));
+	check_op_attr("ReduceSum axis 1 keep_dims", "ReduceSum",
+	              "[{'name':'axis','value':1},{'name':'keep_dims','value':true}]", 1, DT(f),
+	              DT("2,3,4"), IN(IOTA24), f, "2,1,4", 8, N(12, 15, 18, 21, 48, 51, 54, 57));
+	check_op_attr("ReduceSum axis -1", "ReduceSum", "[{'name':'axis','value':[-1]}]", 1, DT(f),
+	              DT("2,3,4"), IN(IOTA24), f, "2,3", 6, N(6, 22, 38, 54, 70, 86));
+	check_op_attr("ReduceSum all", "ReduceSum", "[{'name':'axis','value':[]}]", 1, DT(f),
+	              DT("2,3,4"), IN(IOTA24), f, "1", 1, N(276));
+	check_op_attr("ReduceSum all keep_dims", "ReduceSum", "[{'name':'keep_dims','value':true}]",
+	              1, DT(f), DT("2,3,4"), IN(IOTA24), f, "1,1,1", 1, N(276));
+	check_op_attr("ReduceSum axes 0,2", "ReduceSum", "[{'name':'axis','value':[2,-3]}]", 1,
+	              DT(f), DT("2,3,4"), IN(IOTA24), f, "3", 3, N(60, 92, 124));
+	const double *m = N(1, 5, -2, -7, -3, -9);
+	check_op_attr("ReduceMax", "ReduceMax", "[{'name':'axis','value':[1]}]", 1, DT(f),
+	              DT("2,3"), IN(m), f, "2", 2, N(5, -3));
+	check_op_attr("ReduceMin axis 0", "ReduceMin", "[{'name':'axis','value':[0]}]", 1, DT(f),
+	              DT("2,3"), IN(m), f, "3", 3, N(-7, -3, -9));
+	check_op_attr("ReduceProd", "ReduceProd", "[{'name':'axis','value':[-1]}]", 1, DT(f),
+	              DT("2,3"), IN(m), f, "2", 2, N(-10, -189));
+	check_op_attr("ReduceMax NaN", "ReduceMax", "null", 1, DT(f), DT("3"), IN(N(1, NAN, 2)), f,
+	              "1", 1, N(NAN));
+	/* float32 rounding once, after a double accumulation: 2^24 + 1 + 1 */
+	check_op_attr("ReduceSum f32 rounding", "ReduceSum", "null", 1, DT(f), DT("3"),
+	              IN(N(16777216, 1, 1)), f, "1", 1, N(16777218));
+	check_op_attr("ReduceSum int32", "ReduceSum", "[{'name':'axis','value':[0]}]", 1, DT(i32),
+	              DT("2,3"), IN(N(1, 2, 3, 4, 5, 6)), i32, "3", 3, N(5, 7, 9));
+	check_op_attr("ReduceMax int32", "ReduceMax", "[{'name':'axis','value':[1]}]", 1, DT(i32),
+	              DT("2,3"), IN(N(-1, -2, -3, 4, 5, -6)), i32, "2", 2, N(-1, 5));
+	check_op_attr("ReduceMin int32", "ReduceMin", "null", 1, DT(i32), DT("2,2"),
+	              IN(N(3, -8, 4, 7)), i32, "1", 1, N(-8));
+	check_op_attr("ReduceSum int32 wraps", "ReduceSum", "null", 1, DT(i32), DT("2"),
+	              IN(N(2147483647, 1)), i32, "1", 1, N(-2147483648.0));
+	check_op_attr("ElemAny", "ElemAny", "null", 1, DT(f), DT("4"), IN(N(0, 0, -0.0, 3)), f, "1",
+	              1, N(1));
+	check_op_attr("ElemAny none", "ElemAny", "null", 1, DT(f), DT("2,2"), IN(N(0, 0, 0, -0.0)),
+	              f, "1", 1, N(0));
+	check_op_attr("ElemAll", "ElemAll", "null", 1, DT(f), DT("4"), IN(N(1, 2, 0, 3)), f, "1", 1,
+	              N(0));
+	check_op_attr("ElemAll NaN is non-zero", "ElemAll", "null", 1, DT(f), DT("4"),
+	              IN(N(1, NAN, -2, 3)), f, "1", 1, N(1));
+	check_op_attr("ElemAny int32 to bool", "ElemAny", "null", 1, DT(i32), DT("3"),
+	              IN(N(0, 0, -4)), "bool", "1", 1, N(1));
+}
+
+static void
+layout_ops(void)
+{
+	const char *f = "float32", *i32 = "int32";
+	/* Transpose [2,3,4] perm [2,0,1]: out[k,i,j] = x[i,j,k] = 12 i + 4 j + k */
+	double want[24];
+	for (int k = 0, e = 0; k < 4; k++)
+		for (int i = 0; i < 2; i++)
+			for (int j = 0; j < 3; j++)
+				want[e++] = 12 * i + 4 * j + k;
+	check_op_attr("Transpose 2,0,1", "Transpose", "[{'name':'perm','value':[2,0,1]}]", 1, DT(f),
+	              DT("2,3,4"), IN(IOTA24), f, "4,2,3", 24, want);
+	check_op_attr("Transpose 1,0", "Transpose", "[{'name':'perm','value':[1,-2]}]", 1, DT(f),
+	              DT("2,3"), IN(N(1, 2, 3, 4, 5, 6)), f, "3,2", 6, N(1, 4, 2, 5, 3, 6));
+	check_op_attr("ExpandDims -1", "ExpandDims", "[{'name':'axis','value':-1}]", 1, DT(f),
+	              DT("2,3"), IN(N(1, 2, 3, 4, 5, 6)), f, "2,3,1", 6, N(1, 2, 3, 4, 5, 6));
+	check_op_attr("ExpandDims 0", "ExpandDims", "[{'name':'axis','value':[0]}]", 1, DT(i32),
+	              DT("3"), IN(N(7, 8, 9)), i32, "1,3", 3, N(7, 8, 9));
+	check_op_attr("Tile 2,1", "Tile", "[{'name':'multiples','value':[2,1]}]", 1, DT(f),
+	              DT("2,3"), IN(N(1, 2, 3, 4, 5, 6)), f, "4,3", 12,
+	              N(1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6));
+	check_op_attr("Tile rank grows", "Tile", "[{'name':'multiples','value':[2,2]}]", 1, DT(f),
+	              DT("3"), IN(N(1, 2, 3)), f, "2,6", 12, N(1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3));
+	/* StridedSlice on x[4,5] = 0..19 */
+	const double *x20 = N(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19);
+	check_op_attr("StridedSlice strides", "StridedSlice",
+	              "[{'name':'begin','value':[1,0]},{'name':'end','value':[4,5]},"
+	              "{'name':'strides','value':[2,2]}]",
+	              1, DT(f), DT("4,5"), IN(x20), f, "2,3", 6, N(5, 7, 9, 15, 17, 19));
+	check_op_attr("StridedSlice shrink + begin_mask", "StridedSlice",
+	              "[{'name':'begin','value':[2,3]},{'name':'end','value':[3,5]},"
+	              "{'name':'strides','value':[1,1]},{'name':'begin_mask','value':2},"
+	              "{'name':'shrink_axis_mask','value':1}]",
+	              1, DT(f), DT("4,5"), IN(x20), f, "5", 5, N(10, 11, 12, 13, 14));
+	check_op_attr("StridedSlice negative begin + end_mask", "StridedSlice",
+	              "[{'name':'begin','value':[0,-2]},{'name':'end','value':[2,0]},"
+	              "{'name':'strides','value':[1,1]},{'name':'end_mask','value':2}]",
+	              1, DT(f), DT("4,5"), IN(x20), f, "2,2", 4, N(3, 4, 8, 9));
+	check_op_attr("StridedSlice short begin", "StridedSlice",
+	              "[{'name':'begin','value':[3]},{'name':'end','value':[4]}]", 1, DT(i32),
+	              DT("4,5"), IN(x20), i32, "1,5", 5, N(15, 16, 17, 18, 19));
+	/* OneHot(indices, on, off) */
+	check_op_attr("OneHot axis -1", "OneHot", "[{'name':'depth','value':3}]", 3, DT(i32, f, f),
+	              DT("3", "1", "1"), IN(N(0, 2, 5), N(1), N(-1)), f, "3,3", 9,
+	              N(1, -1, -1, -1, -1, 1, -1, -1, -1));
+	check_op_attr("OneHot axis 0, negative index", "OneHot",
+	              "[{'name':'depth','value':3},{'name':'axis','value':0}]", 3, DT(i32, f, f),
+	              DT("3", "1", "1"), IN(N(0, -1, 1), N(5), N(0)), f, "3,3", 9,
+	              N(5, 0, 0, 0, 0, 5, 0, 0, 0));
+	check_op_attr("OneHot rank 2 middle", "OneHot",
+	              "[{'name':'depth','value':2},{'name':'axis','value':1}]", 3,
+	              DT("int64", i32, i32), DT("2,2", "1", "1"), IN(N(1, 0, 0, 3), N(7), N(0)),
+	              i32, "2,2,2", 8, N(0, 7, 7, 0, 7, 0, 0, 0));
+	/* Gather(params, indices): out-of-range indices clamp */
+	check_op_attr("Gather axis 0 clamped", "Gather", "[{'name':'axis','value':0}]", 2,
+	              DT(f, i32), DT("3,2", "4"), IN(N(1, 2, 3, 4, 5, 6), N(2, 0, -1, 7)), f, "4,2",
+	              8, N(5, 6, 1, 2, 1, 2, 5, 6));
+	check_op_attr("Gather axis -1", "Gather", "[{'name':'axis','value':-1}]", 2, DT(f, "int64"),
+	              DT("3,2", "2"), IN(N(1, 2, 3, 4, 5, 6), N(1, 0)), f, "3,2", 6,
+	              N(2, 1, 4, 3, 6, 5));
+	check_op_attr("Gather 2-d indices", "Gather", "[{'name':'axis','value':1}]", 2,
+	              DT(i32, i32), DT("2,3", "2,2"), IN(N(1, 2, 3, 4, 5, 6), N(2, 1, 0, 0)), i32,
+	              "2,2,2", 8, N(3, 2, 1, 1, 6, 5, 4, 4));
+}
+
+#define TD(n, dt, shp) "{'data_type':'" dt "','shape':[" shp "],'tensor_name':'" n "'}"
+#define GRAPH(ins, outs, ops)                                                                      \
+	"{'composite':true,'op':'t','process':'cpu','version':1,'input_desc':[" ins                \
+	"],'output_desc':[" outs "],'op_desc':[" ops "]}"
+
+static void
+concat_assign_matmul(void)
+{
+	float a[6], b[6], y[16], y2[16];
+	void *args[5];
+	/* Concat [2,1] ++ [2,2] on axis 1 (-1), and [1,2] ++ [2,2] on axis 0 */
+	static const char cat1[] =
+	    GRAPH("[" TD("a", "float32", "2,1") "],[" TD("b", "float32", "2,2") "]",
+	          TD("y", "float32", "2,3"),
+	          "{'name':'Concat','attr':[{'name':'axis','value':-1}],'input_desc':[[" TD(
+	              "a", "float32", "2,1") "," TD("b", "float32",
+	                                            "2,2") "]],'output_desc':[" TD("y", "float32",
+	                                                                           "2,3") "]}");
+	memcpy(a, (float[]){1, 2}, 8);
+	memcpy(b, (float[]){3, 4, 5, 6}, 16);
+	args[0] = a, args[1] = b, args[2] = y;
+	check_graph("Concat axis -1", strdup(cat1), args, 2, "float32", 6, N(1, 3, 4, 2, 5, 6));
+	static const char cat0[] =
+	    GRAPH(
+	        "[" TD("a", "float32", "1,2") "],[" TD("b", "float32", "2,2") "]",
+	        TD("y", "float32", "5,2"),
+	        "{'name':'Concat','attr':[{'name':'axis','value':0}],'input_desc':[[" TD(
+	            "a",
+	            "float32", "1,2") "," TD("b", "float32",
+	                                     "2,2") "," TD("a", "float32",
+	                                                   "1,2") "," TD("a", "float32",
+	                                                                 "1,2") "]],'output_desc':"
+	                                                                        "[" TD("y",
+	                                                                               "float32",
+	                                                                               "5,2") "]}");
+	check_graph("Concat axis 0, a piece thrice", strdup(cat0), args, 2, "float32", 10,
+	            N(1, 2, 3, 4, 5, 6, 1, 2, 1, 2));
+
+	/* Assign(a, b) yields b and writes it into a; the Add after it reads
+	 * the new a: y = 2 b; y2 = old a * 10 (Mul before the Assign) */
+	static const char asg[] = GRAPH(
+	    "[" TD("a", "float32", "3") "],[" TD("b", "float32", "3") "]",
+	    TD("m", "float32", "3") "," TD("o", "float32", "3") "," TD("y", "float32", "3"),
+	    "{'name':'Mul','input_desc':[[" TD(
+	        "a", "float32",
+	        "3") "],[{'data_type':'float32','shape':[1],'tensor_name':'k','value':10}]],'"
+	             "output_desc':[" TD("m", "float32",
+	                                 "3") "]},"
+	                                      "{'name':'Assign','input_desc':[[" TD("a", "float32", "3") "],[" TD(
+	                                          "b", "float32",
+	                                          "3") "]],'output_desc':[" TD("o", "float32",
+	                                                                       "3") "]},"
+	                                                                            "{'name':'"
+	                                                                            "Add','"
+	                                                                            "input_"
+	                                                                            "desc':[[" TD("a", "float32", "3") "],[" TD(
+	                                                                                "a",
+	                                                                                "float32",
+	                                                                                "3") "]],'"
+	                                                                                     "outpu"
+	                                                                                     "t_"
+	                                                                                     "desc'"
+	                                                                                     ":"
+	                                                                                     "[" TD("y",
+	                                                                                            "float32",
+	                                                                                            "3") "]}");
+	memcpy(a, (float[]){1, 2, 3}, 12);
+	memcpy(b, (float[]){-4, 5, 0.5f}, 12);
+	float o[3], m[3];
+	args[0] = a, args[1] = b, args[2] = m, args[3] = o, args[4] = y;
+	check_graph("Assign: yields src", strdup(asg), args, 3, "float32", 3, N(-4, 5, 0.5));
+	OK(m[0] == 10 && m[1] == 20 && m[2] == 30);  /* before the write */
+	OK(y[0] == -8 && y[1] == 10 && y[2] == 1);   /* after it */
+	OK(a[0] == -4 && a[1] == 5 && a[2] == 0.5f); /* the input, written */
+
+	/* InplaceAssign(a, b, c) yields c; a second write to a wins */
+	static const char ipa[] = GRAPH(
+	    "[" TD("a", "float32", "2") "],[" TD("b", "float32", "2") "],[" TD("c", "float32",
+	                                                                       "2") "]",
+	    TD("o", "float32", "2") "," TD("y", "float32", "2"),
+	    "{'name':'InplaceAssign','input_desc':[[" TD("a", "float32", "2") "],[" TD("b", "float32", "2") "],[" TD(
+	        "c", "float32",
+	        "2") "]],'output_desc':[" TD("o", "float32",
+	                                     "2") "]},"
+	                                          "{'name':'"
+	                                          "Sub','"
+	                                          "input_"
+	                                          "desc':[[" TD("a", "float32", "2") "],[" TD("c", "float32", "2") "]],'output_desc':[" TD(
+	                                              "y",
+	                                              "float32", "2") "]},"
+	                                                              "{'name':'Assign','input_"
+	                                                              "desc':[[" TD("a", "float32", "2") "],[" TD(
+	                                                                  "y", "float32",
+	                                                                  "2") "]],'output_desc':"
+	                                                                       "[" TD("z",
+	                                                                              "float32",
+	                                                                              "2") "]}");
+	float c3[2] = {100, 200}, o2[2];
+	memcpy(a, (float[]){1, 2}, 8);
+	memcpy(b, (float[]){3, 4}, 8);
+	args[0] = a, args[1] = b, args[2] = c3, args[3] = o2, args[4] = y;
+	check_graph("InplaceAssign: yields depend", strdup(ipa), args, 3, "float32", 2,
+	            N(100, 200));
+	OK(y[0] == -97 && y[1] == -196); /* new a (= b) - c */
+	OK(a[0] == -97 && a[1] == -196); /* the last write */
+
+	/* MatMul [2,3] x [3,2]: [[58,64],[139,154]], with each transpose */
+	static const char *const mms[] = {
+	    GRAPH("[" TD("a", "float32", "2,3") "],[" TD("b", "float32", "3,2") "]",
+	          TD("y", "float32", "2,2"),
+	          "{'name':'MatMul','attr':[{'name':'transpose_a','value':false},{'name':'"
+	          "transpose_b','value':false}],'input_desc':[[" TD("a", "float32", "2,3") "],[" TD(
+	              "b", "float32", "3,2") "]],'output_desc':[" TD("y", "float32", "2,2") "]}"),
+	    GRAPH(
+	        "[" TD("a", "float32", "3,2") "],[" TD("b", "float32", "3,2") "]",
+	        TD("y", "float32", "2,2"),
+	        "{'name':'MatMul','attr':[{'name':'transpose_a','value':true}],'input_desc':[[" TD(
+	            "a", "float32", "3,2") "],[" TD("b", "float32",
+	                                            "3,2") "]],'output_desc':[" TD("y", "float32",
+	                                                                           "2,2") "]}"),
+	    GRAPH(
+	        "[" TD("a", "float32", "2,3") "],[" TD("b", "float32", "2,3") "]",
+	        TD("y", "float32", "2,2"),
+	        "{'name':'MatMul','attr':[{'name':'transpose_b','value':true}],'input_desc':[[" TD(
+	            "a", "float32", "2,3") "],[" TD("b", "float32",
+	                                            "2,3") "]],'output_desc':[" TD("y", "float32",
+	                                                                           "2,2") "]}"),
+	    GRAPH("[" TD("a", "float32", "3,2") "],[" TD("b", "float32", "2,3") "]",
+	          TD("y", "float32", "2,2"),
+	          "{'name':'MatMul','attr':[{'name':'transpose_a','value':true},{'name':'transpose_"
+	          "b','value':true}],'input_desc':[[" TD("a", "float32", "3,2") "],[" TD(
+	              "b", "float32", "2,3") "]],'output_desc':[" TD("y", "float32", "2,2") "]}"),
+	};
+	static const float A[6] = {1, 2, 3, 4, 5, 6}, At[6] = {1, 4, 2, 5, 3, 6};
+	static const float B[6] = {7, 8, 9, 10, 11, 12}, Bt[6] = {7, 9, 11, 8, 10, 12};
+	for (int t = 0; t < 4; t++) {
+		char label[32];
+		memcpy(a, t & 1 ? At : A, sizeof A);
+		memcpy(b, t & 2 ? Bt : B, sizeof B);
+		args[0] = a, args[1] = b, args[2] = y;
+		snprintf(label, sizeof label, "MatMul trans_a %d trans_b %d", t & 1, t >> 1);
+		check_graph(label, strdup(mms[t]), args, 2, "float32", 4, N(58, 64, 139, 154));
+	}
+	/* BatchMatMul: a [2,1,2] x b [2,1] (broadcast over the batch), and
+	 * b [3,1,2,1] against a [2,1,2]: out [3,2,1,1] */
+	static const char bmm[] = GRAPH(
+	    "[" TD("a", "float32", "2,1,2") "],[" TD("b", "float32", "3,1,2,1") "]",
+	    TD("y", "float32", "3,2,1,1"),
+	    "{'name':'BatchMatMul','input_desc':[[" TD("a", "float32", "2,1,2") "],[" TD(
+	        "b", "float32", "3,1,2,1") "]],'output_desc':[" TD("y", "float32", "3,2,1,1") "]}");
+	memcpy(a, (float[]){1, 2, 3, 4}, 16);
+	memcpy(b, (float[]){5, 6, 1, 0, 0, 1}, 24);
+	args[0] = a, args[1] = b, args[2] = y;
+	check_graph("BatchMatMul broadcast", strdup(bmm), args, 2, "float32", 6,
+	            N(17, 39, 1, 3, 2, 4));
+	/* int32: exact, wrapping */
+	static const char imm[] = GRAPH(
+	    "[" TD("a", "int32", "1,2") "],[" TD("b", "int32", "2,1") "]", TD("y", "int32", "1,1"),
+	    "{'name':'MatMul','input_desc':[[" TD("a", "int32", "1,2") "],[" TD(
+	        "b", "int32", "2,1") "]],'output_desc':[" TD("y", "int32", "1,1") "]}");
+	int32_t ia[2] = {65536, -3}, ib[2] = {32768, 5};
+	args[0] = ia, args[1] = ib, args[2] = y2;
+	check_graph("MatMul int32 wraps", strdup(imm), args, 2, "int32", 1, N(2147483633.0));
+}
+
 /* Tie masks: a near-equal float comparison marks its result and what
  * depends on it. */
 static void
@@ -470,9 +821,9 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 		for (int d = 0; d < ai[i].rank; d++)
 			numel *= ai[i].shape[d];
 		bool fl = strstr(ai[i].dtype, "float") != NULL;
-		bool half = i >= nin ? kc_interp_half_upstream(c, g, i - nin)
-		                     : !strcmp(ai[i].dtype, "float16") ||
-		                           !strcmp(ai[i].dtype, "bfloat16");
+		bool half =
+		    i >= nin ? kc_interp_half_upstream(c, g, i - nin)
+		             : !strcmp(ai[i].dtype, "float16") || !strcmp(ai[i].dtype, "bfloat16");
 		double tol = half ? 1e-2 : 1e-4;
 		const uint8_t *tm = i >= nin ? tie[i - nin] : NULL;
 		int64_t bad = 0, first = -1;
@@ -505,6 +856,126 @@ done:
 	compile_ctx_free(c);
 	return ran;
 }
+
+/* Graphs with the structured ops (single quotes), compiled and compared. */
+#define F32(n, shp) TD(n, "float32", shp)
+#define OP1(name, attr, in1, out)                                                                  \
+	"{'name':'" name "','attr':" attr ",'input_desc':[[" in1 "]],'output_desc':[" out "]}"
+#define OP2(name, attr, in1, in2, out)                                                             \
+	"{'name':'" name "','attr':" attr ",'input_desc':[[" in1 "],[" in2                         \
+	"]],'output_desc':[" out "]}"
+#define KEEP1 "[{'name':'axis','value':[-1]},{'name':'keep_dims','value':true}]"
+#define CONST(n, v) "{'data_type':'float32','shape':[1],'tensor_name':'" n "','value':" v "}"
+
+static const char *const struct_graphs[] = {
+    /* softmax over the last axis */
+    GRAPH("[" F32("x", "4,33") "]", F32("y", "4,33"),
+          OP1("ReduceMax", KEEP1, F32("x", "4,33"), F32("m", "4,1")) "," OP2(
+              "Sub", "null", F32("x", "4,33"), F32("m", "4,1"),
+              F32("s", "4,33")) "," OP1("Exp", "null", F32("s", "4,33"),
+                                        F32("e",
+                                            "4,33")) "," OP1("ReduceSum", KEEP1, F32("e", "4,33"),
+                                                             F32("z",
+                                                                 "4,1")) "," OP2("RealDiv", "null",
+                                                                                 F32("e", "4,33"),
+                                                                                 F32("z", "4,1"),
+                                                                                 F32("y", "4,33"))),
+    /* layernorm over the last axis, with gamma and beta */
+    GRAPH(
+        "[" F32("x", "6,20") "],[" F32("g", "20") "],[" F32("b", "20") "]",
+        F32("y", "6,20") "," F32("mean", "6,1"),
+        OP1("ReduceSum", KEEP1, F32("x", "6,20"), F32("s", "6,1")) "," OP2(
+            "Mul", "null", F32("s", "6,1"), CONST("k", "0.05"),
+            F32("mean",
+                "6,1")) "," OP2("Sub", "null", F32("x", "6,20"), F32("mean", "6,1"),
+                                F32("d", "6,20")) "," OP2("Mul", "null", F32("d", "6,20"),
+                                                          F32("d", "6,20"),
+                                                          F32("d2",
+                                                              "6,20")) "," OP1("ReduceSum", KEEP1,
+                                                                               F32("d2", "6,20"),
+                                                                               F32("v", "6,1")) "," OP2("Mul",
+                                                                                                        "null",
+                                                                                                        F32("v", "6,1"), CONST("k2", "0.05"), F32("var", "6,1")) "," OP2("Add", "null", F32("var", "6,1"), CONST("eps", "1e-5"), F32("ve", "6,1")) "," OP1("Rsqrt",
+                                                                                                                                                                                                                                                           "null",
+                                                                                                                                                                                                                                                           F32("ve",
+                                                                                                                                                                                                                                                               "6,1"),
+                                                                                                                                                                                                                                                           F32("r",
+                                                                                                                                                                                                                                                               "6,1")) "," OP2("Mul", "null", F32("d", "6,20"), F32("r", "6,1"), F32("n", "6,20")) "," OP2("Mul", "null", F32("n", "6,20"), F32("g", "20"), F32("ng", "6,20")) "," OP2("Add",
+                                                                                                                                                                                                                                                                                                                                                                                                                                       "null",
+                                                                                                                                                                                                                                                                                                                                                                                                                                       F32("ng",
+                                                                                                                                                                                                                                                                                                                                                                                                                                           "6,20"),
+                                                                                                                                                                                                                                                                                                                                                                                                                                       F32("b",
+                                                                                                                                                                                                                                                                                                                                                                                                                                           "20"),
+                                                                                                                                                                                                                                                                                                                                                                                                                                       F32("y",
+                                                                                                                                                                                                                                                                                                                                                                                                                                           "6,20"))),
+    /* matmul (b transposed) + bias */
+    GRAPH("[" F32("a", "5,7") "],[" F32("w", "9,7") "],[" F32("bias", "9") "]", F32("y", "5,9"),
+          OP2("MatMul", "[{'name':'transpose_b','value':true}]", F32("a", "5,7"), F32("w", "9,7"),
+              F32("mm", "5,9")) "," OP2("Add", "null", F32("mm", "5,9"), F32("bias", "9"),
+                                        F32("y", "5,9"))),
+    /* batched matmul, a transposed, b broadcast over the batch */
+    GRAPH("[" F32("a", "3,4,2") "],[" F32("b", "4,5") "]", F32("y", "3,2,5"),
+          OP2("BatchMatMul", "[{'name':'transpose_a','value':true}]", F32("a", "3,4,2"),
+              F32("b", "4,5"), F32("y", "3,2,5"))),
+    /* Transpose, Tile, StridedSlice, Concat, ExpandDims, ReduceMin on axis 0 */
+    GRAPH(
+        "[" F32("x", "3,4") "]", F32("c", "8,3") "," F32("mn", "1,3") "," TD("any", "bool", "1"),
+        OP1("Transpose", "[{'name':'perm','value':[1,0]}]", F32("x", "3,4"), F32("t", "4,3")) "," OP1(
+            "Tile", "[{'name':'multiples','value':[2,1]}]", F32("t", "4,3"),
+            F32("tt",
+                "8,3")) "," OP1("StridedSlice",
+                                "[{'name':'begin','value':[1,0]},{'name':'end','value':[8,3]},{'"
+                                "name':'strides','value':[2,1]}]",
+                                F32("tt", "8,3"),
+                                F32("ss",
+                                    "4,3")) ","
+                                            "{'name':'Concat','attr':[{'name':'axis','value':0}],'"
+                                            "input_desc':[[" F32("ss", "4,3") "," F32("t", "4,3") "]],'output_desc':[" F32(
+                                                "c",
+                                                "8,3") "]}," OP1("ReduceMin",
+                                                                 "[{'name':'axis','value':[0]}]",
+                                                                 F32("c", "8,3"),
+                                                                 F32("r",
+                                                                     "3")) "," OP1("ExpandDims",
+                                                                                   "[{'name':'axis'"
+                                                                                   ",'value':0}]",
+                                                                                   F32("r", "3"),
+                                                                                   F32("mn",
+                                                                                       "1,3")) "," OP1("ElemAny",
+                                                                                                       "null",
+                                                                                                       F32("x",
+                                                                                                           "3,4"),
+                                                                                                       TD("any",
+                                                                                                          "bool",
+                                                                                                          "1"))),
+    /* Gather with random valid indices, OneHot, and an Assign chain */
+    GRAPH(
+        "[" F32("p", "6,3") "],[" TD("ix", "int32", "5") "],[" F32("g", "6,3") "]",
+        F32("ga", "5,3") "," F32("oh", "5,6") "," F32("o", "6,3") "," F32("q", "6,3"),
+        OP2("Gather", "[{'name':'axis','value':0}]", F32("p", "6,3"), TD("ix", "int32", "5"),
+            F32("ga", "5,3")) ","
+                              "{'name':'OneHot','attr':[{'name':'depth','value':6}],'input_desc':["
+                              "[" TD("ix", "int32", "5") "],[" CONST("on", "1.5") "],[" CONST("off", "-0.5") "]],'output_desc':[" F32(
+                                  "oh",
+                                  "5,6") "]}," OP2("Sub", "null", F32("p", "6,3"), F32("g", "6,3"),
+                                                   F32("s",
+                                                       "6,3")) "," OP2("Assign", "null",
+                                                                       F32("p", "6,3"),
+                                                                       F32("s", "6,3"),
+                                                                       F32("o",
+                                                                           "6,3")) "," OP2("Mul",
+                                                                                           "null",
+                                                                                           F32("p",
+                                                                                               "6,"
+                                                                                               "3"),
+                                                                                           CONST(
+                                                                                               "tw"
+                                                                                               "o",
+                                                                                               "2"),
+                                                                                           F32("q",
+                                                                                               "6,"
+                                                                                               "3"))),
+};
 
 static void
 kernels(void)
@@ -556,6 +1027,16 @@ kernels(void)
 		snprintf(label, sizeof label, "graph %zu", i);
 		OKF(differential(label, graphs[i], strlen(graphs[i]), 42 + i), "%s compiles",
 		    label);
+	}
+	static const char *const names[] = {"softmax",     "layernorm",  "matmul+bias",
+	                                    "batchmatmul", "layout mix", "gather/onehot/assign"};
+	for (size_t i = 0; i < sizeof struct_graphs / sizeof struct_graphs[0]; i++) {
+		char *j = strdup(struct_graphs[i]);
+		for (char *q = j; *q; q++)
+			if (*q == '\'')
+				*q = '"';
+		OKF(differential(names[i], j, strlen(j), 99 + i), "%s compiles", names[i]);
+		free(j);
 	}
 }
 
@@ -622,6 +1103,9 @@ main(void)
 	t_sub("comparisons", comparisons);
 	t_sub("casts", casts);
 	t_sub("layouts", layouts);
+	t_sub("reductions", reductions);
+	t_sub("layout ops", layout_ops);
+	t_sub("concat, assign, matmul", concat_assign_matmul);
 	t_sub("ties", ties);
 	t_sub("kernels", kernels);
 	t_sub("corpus", corpus);
