@@ -32,6 +32,8 @@ typedef struct ApiConfig {
 	const char *runner;        /* kcsd-runner path, NULL or "": next to the
 	                            * executable; must outlive the ApiCtx */
 	int verify_timeout_s;      /* wall-clock limit of one kernel run (0: 10) */
+	size_t verify_max_bytes;   /* largest inputs + 2 x outputs verified, 413
+	                            * above; the interpreter gets 4x (0: 512 MiB) */
 	bool test_fault_injection; /* TEST ONLY: honour ?inject=crash|hang */
 } ApiConfig;
 

@@ -39,8 +39,7 @@ extern char **environ;
 #define VERIFY_DEFAULT_TIMEOUT_S 10
 #define VERIFY_DEFAULT_THREADS 2
 #define VERIFY_MAX_THREADS 64
-#define VERIFY_MAX_ARG_BYTES ((size_t)512 << 20)  /* inputs + outputs, twice */
-#define VERIFY_MAX_INTERP_BYTES ((size_t)2 << 30) /* interpreter cells */
+#define VERIFY_MAX_ARG_BYTES ((size_t)512 << 20) /* default: inputs + outputs, twice */
 
 /* What the runner did. */
 typedef enum RunOutcome { RUN_OK, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR } RunOutcome;
@@ -548,6 +547,7 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	kargs = kc_xcalloc((size_t)nargs + 1, sizeof *kargs);
 	rargs = kc_xcalloc((size_t)nargs + 1, sizeof *rargs);
 	size_t total = 0;
+	size_t max_arg = a->cfg.verify_max_bytes ? a->cfg.verify_max_bytes : VERIFY_MAX_ARG_BYTES;
 	for (int i = 0; i < nargs; i++) {
 		KcArgInfo x;
 		kc_graph_arg(g, i, &x);
@@ -561,10 +561,13 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 		total += ai[i].bytes * (x.is_output ? 2 : 1);
 		if (!x.is_output)
 			nin++;
-		if (total > VERIFY_MAX_ARG_BYTES) {
-			api_reply_error(
-			    resp, KC_TOO_LARGE, "verify",
-			    "the kernel's arguments are too large to verify (over 512 MiB)");
+		if (total > max_arg) {
+			char why[160];
+			snprintf(why, sizeof why,
+			         "the kernel's arguments are too large to verify (over %zu MiB; "
+			         "kcsd --verify-max-bytes)",
+			         max_arg >> 20);
+			api_reply_error(resp, KC_TOO_LARGE, "verify", why);
 			goto done;
 		}
 	}
@@ -648,7 +651,7 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 		ties = kc_xcalloc((size_t)(nargs - nin) + 1, sizeof *ties);
 		for (int i = nin; i < nargs; i++)
 			ties[i - nin] = kc_xmalloc((size_t)ai[i].numel + 1);
-		if (kc_interp_ties(c, g, rargs, VERIFY_MAX_INTERP_BYTES, ties, &err) != KC_OK) {
+		if (kc_interp_ties(c, g, rargs, 4 * max_arg, ties, &err) != KC_OK) {
 			api_reply_kcerr(resp, &err);
 			goto done;
 		}

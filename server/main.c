@@ -129,6 +129,7 @@ main(int argc, char **argv)
 	    .compile_timeout_s = (int)cfg.compile_timeout_s,
 	    .runner = cfg.runner,
 	    .verify_timeout_s = (int)cfg.verify_timeout_s,
+	    .verify_max_bytes = (size_t)cfg.verify_max_bytes,
 	    .test_fault_injection = cfg.test_fault_injection != 0,
 	};
 	ApiCtx *api = api_new(&acfg, cache);
