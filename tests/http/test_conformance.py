@@ -38,10 +38,8 @@ SEED = 11
 # Refusals justified one by one (op name -> why); docs/conformance.md
 # repeats them. Custom and FRACTAL_NZ are allowed by the issue itself.
 JUSTIFIED = {
-    "Conv2D": "Conv2D is not supported yet (being implemented on another branch); "
-              "the parser refuses it with 422 unsupported_op",
-    "Complex": "complex64 (Complex/CReal/CImag) is not supported yet (being "
-               "implemented on another branch); refused with 422",
+    "Complex": "complex64 (Complex/CReal/CImag) is not supported yet: no complex "
+               "dtype in the backend or the interpreter; refused with 422",
     "CReal": "complex64 is not supported yet; refused with 422",
     "CImag": "complex64 is not supported yet; refused with 422",
 }
