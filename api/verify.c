@@ -135,47 +135,17 @@ elem(const void *p, int64_t k, const char *dt)
 	return (double)i;
 }
 
-static int
-b64val(int c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Decodes standard padded base64; malloc'd, NULL on bad input. */
+/* Decodes standard padded base64 (kc_base64_decode); malloc'd, NULL on bad
+ * input. */
 static unsigned char *
 b64_decode(const char *s, size_t *len)
 {
-	size_t n = strlen(s), o = 0;
-	unsigned char *out = kc_xmalloc(n / 4 * 3 + 3);
-	unsigned acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '=')
-			break;
-		int v = b64val((unsigned char)s[i]);
-		if (v < 0) {
-			free(out);
-			return NULL;
-		}
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (unsigned char)(acc >> bits);
-		}
+	KcBuf b = {0};
+	if (!kc_base64_decode(s, strlen(s), &b)) {
+		kc_buf_free(&b);
+		return NULL;
 	}
-	*len = o;
-	return out;
+	return (unsigned char *)kc_buf_take(&b, len);
 }
 
 static bool

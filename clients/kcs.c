@@ -387,45 +387,11 @@ http_json(const char *url, const char *body, size_t len, cJSON **out)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static int
-b64val(int c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 /* Standard padded base64 -> bytes. Returns 0, or -1 on malformed input. */
 static int
 b64decode(const char *s, KcBuf *out)
 {
-	uint32_t acc = 0;
-	int bits = 0;
-	size_t pad = 0;
-	for (; *s; s++) {
-		if (*s == '=') {
-			pad++;
-			continue;
-		}
-		int v = b64val((unsigned char)*s);
-		if (v < 0 || pad)
-			return -1;
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			kc_buf_putc(out, (char)((acc >> bits) & 0xFF));
-		}
-	}
-	return pad > 2 ? -1 : 0;
+	return kc_base64_decode(s, strlen(s), out) ? 0 : -1;
 }
 
 static int
