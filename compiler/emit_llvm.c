@@ -353,6 +353,55 @@ emit_idiv(Em *E, KcDtype dt, LLVMValueRef a, LLVMValueRef c)
 	return LLVMBuildSelect(b, isz, zero, q, "");
 }
 
+/* FloorDiv, FloorMod (sign of the divisor) and Mod (sign of the dividend,
+ * C fmod). Integers: x // 0 == x % 0 == 0 and INT_MIN // -1 wraps, as Div. */
+static LLVMValueRef
+emit_floor_divmod(Em *E, IrOp op, KcDtype dt, LLVMValueRef a, LLVMValueRef c)
+{
+	LLVMBuilderRef b = E->b;
+	LLVMTypeRef t = ctype(E, dt);
+	LLVMValueRef zero = LLVMConstNull(t), one, isz, m, adj;
+
+	if (is_float(dt)) {
+		if (op == IR_OP_FLOOR_DIV) {
+			LLVMValueRef q = LLVMBuildFDiv(b, a, c, "");
+			return math_intrinsic(b, "llvm.floor", &q, 1);
+		}
+		m = LLVMBuildFRem(b, a, c, "");
+		if (op == IR_OP_MOD)
+			return m;
+		adj = LLVMBuildAnd(
+		    b, LLVMBuildFCmp(b, LLVMRealONE, m, zero, ""),
+		    LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, m, zero, ""),
+		                 LLVMBuildFCmp(b, LLVMRealOLT, c, zero, ""), ""),
+		    "");
+		return LLVMBuildSelect(b, adj, LLVMBuildFAdd(b, m, c, ""), m, "");
+	}
+	one = LLVMConstInt(t, 1, 0);
+	isz = LLVMBuildICmp(b, LLVMIntEQ, c, zero, "");
+	if (!is_signed(dt)) {
+		LLVMValueRef d = LLVMBuildSelect(b, isz, one, c, "");
+		LLVMValueRef r = op == IR_OP_FLOOR_DIV ? LLVMBuildUDiv(b, a, d, "")
+		                                       : LLVMBuildURem(b, a, d, "");
+		return LLVMBuildSelect(b, isz, zero, r, "");
+	}
+	LLVMValueRef ism1 = LLVMBuildICmp(b, LLVMIntEQ, c, LLVMConstAllOnes(t), "");
+	LLVMValueRef bad = LLVMBuildOr(b, isz, ism1, "");
+	LLVMValueRef d = LLVMBuildSelect(b, bad, one, c, "");
+	LLVMValueRef q = LLVMBuildSDiv(b, a, d, "");
+	m = LLVMBuildSRem(b, a, d, ""); /* 0 when d is 1 */
+	adj = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntNE, m, zero, ""),
+	                   LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildXor(b, m, c, ""), zero, ""), "");
+	if (op == IR_OP_FLOOR_DIV) {
+		q = LLVMBuildSelect(b, adj, LLVMBuildSub(b, q, one, ""), q, "");
+		q = LLVMBuildSelect(b, ism1, LLVMBuildSub(b, zero, a, ""), q, "");
+		return LLVMBuildSelect(b, isz, zero, q, "");
+	}
+	if (op == IR_OP_FLOOR_MOD)
+		m = LLVMBuildSelect(b, adj, LLVMBuildAdd(b, m, c, ""), m, "");
+	return m;
+}
+
 /* A comparison on dtype dt: ordered float, signed or unsigned int. */
 static LLVMValueRef
 cmp(Em *E, KcDtype dt, LLVMRealPredicate fp, LLVMIntPredicate sp, LLVMIntPredicate up,
@@ -428,6 +477,9 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 		            : LLVMBuildMul(b, a[0], a[1], "");
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : emit_idiv(E, dt, a[0], a[1]);
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD: return emit_floor_divmod(E, e->op, dt, a[0], a[1]);
 	case IR_OP_MAXIMUM: return emit_maxmin(E, true, dt, a[0], a[1]);
 	case IR_OP_MINIMUM: return emit_maxmin(E, false, dt, a[0], a[1]);
 	case IR_OP_POW: return fl ? emit_math(E, MATH_POW, a) : float_only(E, e);

@@ -290,6 +290,44 @@ store(void *p, int64_t k, KcDtype dt, Cell c)
 
 /* ---- one op on cells ------------------------------------------------------ */
 
+/* FloorDiv, FloorMod (sign of the divisor) and Mod (sign of the dividend)
+ * on cells x, y. Integers: x // 0 == x % 0 == 0, INT_MIN // -1 wraps. */
+static Cell
+floor_divmod(IrOp op, bool fl, bool sg, Cell x, Cell y)
+{
+	Cell r = {.i = 0};
+
+	if (fl) {
+		double m = fmod(x.f, y.f);
+		if (op == IR_OP_FLOOR_DIV)
+			r.f = floor(x.f / y.f);
+		else if (op == IR_OP_FLOOR_MOD && m != 0 && (m < 0) != (y.f < 0))
+			r.f = m + y.f;
+		else
+			r.f = m;
+		return r;
+	}
+	if (y.u == 0)
+		return r;
+	if (!sg) {
+		r.u = op == IR_OP_FLOOR_DIV ? x.u / y.u : x.u % y.u;
+		return r;
+	}
+	if (y.i == -1) {
+		r.u = op == IR_OP_FLOOR_DIV ? 0 - x.u : 0;
+		return r;
+	}
+	int64_t q = x.i / y.i, m = x.i % y.i;
+	bool adj = m != 0 && (m < 0) != (y.i < 0);
+	if (op == IR_OP_FLOOR_DIV)
+		r.i = adj ? q - 1 : q;
+	else if (op == IR_OP_FLOOR_MOD)
+		r.i = adj ? m + y.i : m;
+	else
+		r.i = m;
+	return r;
+}
+
 /* The elementwise op of node nd on operand cells a[] (operand dtype at,
  * result dtype dt), before rounding to dt. */
 static Cell
@@ -323,6 +361,11 @@ op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
 			r.f = x * y;
 		else
 			r.u = bo ? (u & v) : u * v;
+		break;
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD:
+		r = floor_divmod(op, fl, sg, a[0], a[1]);
 		break;
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
@@ -799,6 +842,9 @@ eval_struct(Interp *I, const IrNode *nd, Cell *r)
 	case IR_OP_MUL:
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD:
 	case IR_OP_MAXIMUM:
 	case IR_OP_MINIMUM:
 	case IR_OP_POW:
@@ -1090,7 +1136,10 @@ mark_positive(const IrGraph *g, char *need)
 		case IR_OP_POW:
 		case IR_OP_RECIPROCAL: need[nd->in[0]->id] = 1; break;
 		case IR_OP_REAL_DIV:
-		case IR_OP_DIV: need[nd->in[1]->id] = 1; break;
+		case IR_OP_DIV:
+		case IR_OP_FLOOR_DIV:
+		case IR_OP_FLOOR_MOD:
+		case IR_OP_MOD: need[nd->in[1]->id] = 1; break;
 		case IR_OP_ADD:
 		case IR_OP_SUB:
 		case IR_OP_MUL:

@@ -610,6 +610,9 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 	case IR_OP_MUL:
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD:
 	case IR_OP_MAXIMUM:
 	case IR_OP_MINIMUM:
 	case IR_OP_POW:
@@ -963,6 +966,9 @@ red_combine(IrOp op)
 	case IR_OP_MUL:
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD:
 	case IR_OP_MAXIMUM:
 	case IR_OP_MINIMUM:
 	case IR_OP_POW:

@@ -49,7 +49,7 @@ static const char *const later_ops[] = {
 	"CReal", "CImag", "Pool2D", "PadAkg", "UnPadAkg", "TransData",
 	"LayoutTransform", "EquivFormat", "StandardNormal", "Asinh", "Acosh", "Sin",
 	"Cos", "Asin", "ACos", "Atan", "Atan2", "Expm1", "FastGeLU", "GeLU", "Gelu",
-	"AddMinValue", "ZerosLike", "FloorDiv", "Mod", "FloorMod", "SelectGE",
+	"AddMinValue", "ZerosLike", "SelectGE",
 	"SelectGT", "SelectLE", "SelectLT", "Sigmoid", "ReLU", "Relu", "Softmax",
 	"LogSoftmax", "BiasAdd", "BiasAddGrad", "tuple_getitem", "TupleGetItem",
 	"CSRDiv", "CSRReduceSum", "CSRMV", "CSRMul", "CSRGather", "CSR2COO",
@@ -1143,6 +1143,9 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 	case IR_OP_MUL:
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD:
 	case IR_OP_MAXIMUM:
 	case IR_OP_MINIMUM:
 	case IR_OP_POW:
@@ -1219,6 +1222,9 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case IR_OP_MUL:
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD:
 	case IR_OP_MAXIMUM:
 	case IR_OP_MINIMUM:
 	case IR_OP_POW:
@@ -1420,6 +1426,9 @@ attr_inputs(IrOp op, int *n, int *first)
 	case IR_OP_MUL:
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
+	case IR_OP_FLOOR_DIV:
+	case IR_OP_FLOOR_MOD:
+	case IR_OP_MOD:
 	case IR_OP_MAXIMUM:
 	case IR_OP_MINIMUM:
 	case IR_OP_POW:

@@ -696,6 +696,80 @@ compare_select(void)
 	unload(&k);
 }
 
+/* FloorDiv, FloorMod, Mod on int32 (incl. zero and -1 divisors) and
+ * FloorMod, Mod on float32, against C references. */
+static void
+floor_div_mod(void)
+{
+	G g = {0};
+	K k;
+	enum { N = 999 };
+	char sh[16];
+	snprintf(sh, sizeof sh, "%d", N);
+	g_in(&g, "i", "int32", sh);
+	g_in(&g, "j", "int32", sh);
+	g_in(&g, "a", "float32", sh);
+	g_in(&g, "b", "float32", sh);
+	g_op(&g, "FloorDiv", "fd", "int32", sh, 2, T("i", "int32", sh), T("j", "int32", sh), NULL);
+	g_op(&g, "FloorMod", "fm", "int32", sh, 2, T("i", "int32", sh), T("j", "int32", sh), NULL);
+	g_op(&g, "Mod", "md", "int32", sh, 2, T("i", "int32", sh), T("j", "int32", sh), NULL);
+	g_op(&g, "FloorMod", "ffm", "float32", sh, 2, T("a", "float32", sh), T("b", "float32", sh),
+	     NULL);
+	g_op(&g, "Mod", "fmd", "float32", sh, 2, T("a", "float32", sh), T("b", "float32", sh),
+	     NULL);
+	g_out(&g, "fd", "int32", sh);
+	g_out(&g, "fm", "int32", sh);
+	g_out(&g, "md", "int32", sh);
+	g_out(&g, "ffm", "float32", sh);
+	g_out(&g, "fmd", "float32", sh);
+	OK(build(&k, &g, "Fused_FloorDiv_Mod", &host, NULL, true));
+	if (!k.fn)
+		return;
+	float *a = frand(N, -5, 5, 11), *b = frand(N, -3, 3, 12);
+	int32_t iv[N], jv[N];
+	srand(13);
+	for (int x = 0; x < N; x++) {
+		iv[x] = rand() % 200 - 100;
+		jv[x] = rand() % 11 - 5;
+		if (b[x] == 0)
+			b[x] = 1;
+	}
+	iv[7] = INT32_MIN, jv[7] = -1;
+	iv[8] = 5, jv[8] = 0;
+	iv[9] = -7, jv[9] = 2;
+	iv[10] = 7, jv[10] = -2;
+	int32_t fd[N], fd2[N], fm[N], fm2[N], md[N], md2[N];
+	float ffm[N], ffm2[N], fmd[N], fmd2[N];
+	void *args[] = {iv, jv, a, b, fd, fm, md, ffm, fmd};
+	void *o2[] = {fd2, fm2, md2, ffm2, fmd2};
+	size_t ob[] = {sizeof fd, sizeof fm, sizeof md, sizeof ffm, sizeof fmd};
+	OK(run2(&k, args, 4, o2, ob, 5));
+	int bad = 0;
+	for (int x = 0; x < N; x++) {
+		int64_t p = iv[x], q = jv[x], d = 0, m = 0, r = 0;
+		if (q != 0) {
+			d = p / q, r = p % q, m = r;
+			if (r != 0 && (r < 0) != (q < 0))
+				d -= 1, m += q;
+		}
+		bad += fd[x] != (int32_t)(uint32_t)d;
+		bad += fm[x] != (int32_t)m;
+		bad += md[x] != (int32_t)r;
+		float fr = fmodf(a[x], b[x]), fmr = fr;
+		if (fr != 0 && (fr < 0) != (b[x] < 0))
+			fmr = fr + b[x];
+		bad += fmd[x] != fr;
+		bad += fabsf(ffm[x] - fmr) > 1e-6f;
+	}
+	OKF(fd[9] == -4 && fm[9] == 1 && md[9] == -1, "-7 vs 2: %d %d %d", fd[9], fm[9], md[9]);
+	OKF(fd[10] == -4 && fm[10] == -1 && md[10] == 1, "7 vs -2: %d %d %d", fd[10], fm[10],
+	    md[10]);
+	OKF(fd[8] == 0 && fm[8] == 0 && md[8] == 0, "x // 0 == x %% 0 == 0");
+	OKF(bad == 0, "%d mismatches", bad);
+	free(a), free(b);
+	unload(&k);
+}
+
 /* max relative error of a unary op over [lo, hi] against a double ref */
 static double
 sweep1(const char *op, double (*ref)(double), double lo, double hi, bool logspace, bool f64)
@@ -2447,6 +2521,7 @@ main(void)
 	t_sub("casts", casts);
 	t_sub("double_rounding", double_rounding);
 	t_sub("compare_select", compare_select);
+	t_sub("floor_div_mod", floor_div_mod);
 	t_sub("copy_and_const_outputs", copy_and_const_outputs);
 	t_sub("math_accuracy", math_accuracy);
 	t_sub("pow_cases", pow_cases);

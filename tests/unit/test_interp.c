@@ -179,6 +179,9 @@ arithmetic(void)
 	check_op("Mul", 2, DT(f, f), f, 2, IN(N(3, -0.5), N(2, 4)), N(6, -2));
 	check_op("RealDiv", 2, DT(f, f), f, 3, IN(N(1, 1, 0), N(4, 0, 0)), N(0.25, INFINITY, NAN));
 	check_op("Div", 2, DT(f, f), f, 2, IN(N(1, 3), N(4, -2)), N(0.25, -1.5));
+	check_op("FloorDiv", 2, DT(f, f), f, 3, IN(N(7, -7, 7.5), N(2, 2, -2)), N(3, -4, -4));
+	check_op("FloorMod", 2, DT(f, f), f, 3, IN(N(7, -7, 7.5), N(2, 2, -2)), N(1, 1, -0.5));
+	check_op("Mod", 2, DT(f, f), f, 3, IN(N(7, -7, 7.5), N(2, 2, -2)), N(1, -1, 1.5));
 	check_op("Maximum", 2, DT(f, f), f, 3, IN(N(1, NAN, 2), N(2, 1, NAN)), N(2, NAN, NAN));
 	check_op("Minimum", 2, DT(f, f), f, 3, IN(N(1, NAN, 2), N(2, 1, NAN)), N(1, NAN, NAN));
 	check_op("Pow", 2, DT(f, f), f, 3, IN(N(2, 4, 0.5), N(10, 0.5, 2)), N(1024, 2, 0.25));
@@ -206,6 +209,13 @@ integers(void)
 	check_op("Div", 2, DT(i, i), i, 4, IN(N(7, -7, 5, -2147483648.0), N(2, 2, 0, -1)),
 	         N(3, -3, 0, -2147483648.0));
 	check_op("RealDiv", 2, DT(u8, u8), u8, 2, IN(N(200, 7), N(0, 2)), N(0, 3));
+	/* floor division: x // 0 == x % 0 == 0; FloorMod has the divisor's sign,
+	 * Mod the dividend's */
+	check_op("FloorDiv", 2, DT(i, i), i, 4, IN(N(7, -7, 5, 7), N(2, 2, 0, -2)),
+	         N(3, -4, 0, -4));
+	check_op("FloorMod", 2, DT(i, i), i, 4, IN(N(7, -7, 5, 7), N(2, 2, 0, -2)), N(1, 1, 0, -1));
+	check_op("Mod", 2, DT(i, i), i, 4, IN(N(7, -7, 5, 7), N(2, 2, 0, -2)), N(1, -1, 0, 1));
+	check_op("FloorDiv", 2, DT(u8, u8), u8, 2, IN(N(200, 7), N(0, 2)), N(0, 3));
 	/* wrap-around in the dtype's width */
 	check_op("Add", 2, DT(i8, i8), i8, 2, IN(N(127, -128), N(1, -1)), N(-128, 127));
 	check_op("Mul", 2, DT(u8, u8), u8, 1, IN(N(16), N(17)), N(16));
