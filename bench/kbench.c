@@ -1,29 +1,46 @@
 /* kbench.c - kernel benchmarks, measured side by side with their peers.
  *
- * Compiles composite graphs in-process (the full kc_compile pipeline, cold:
- * one CompileCtx per compile), loads the shared objects, and times each
- * kernel and its peer in the same run, at 1 and 2 threads, through a
- * pthread KcsRuntime like a training job's own pool:
- *   - elementwise chains (GeLU, Sigmoid, Adam-like) at 1M and 16M elements:
- *     GB/s, against a STREAM triad measured here (the bandwidth roofline);
- *     numpy's unfused time for the same chains comes from bench/run;
- *   - cold compile time per workload.
- * Prints one markdown row per measurement on stdout (bench/run assembles
- * the table). Rows whose template does not exist yet are not printed.
+ * Compiles composite graphs in process (parse + the full kc_compile
+ * pipeline through the link, cold: one CompileCtx and one LLVMContext per
+ * compile), loads the shared objects, and times each kernel next to its
+ * peers in the same run, at 1 and 2 threads (kcsd's kernels through a
+ * pthread KcsRuntime like a training job's own pool):
+ *   - MatMul / BatchMatMul (GFLOP/s) against OpenBLAS cblas_sgemm (batched:
+ *     a loop of sgemm) and oneDNN matmul;
+ *   - MatMul + bias + GeLU as one composite against sgemm followed by a
+ *     plain-C epilogue pass (epilogue.c), and oneDNN matmul with a bias and
+ *     a gelu_tanh post-op;
+ *   - softmax and layernorm composites (GB/s) against oneDNN's softmax and
+ *     layer_normalization forward primitives;
+ *   - Transpose and ReduceSum (GB/s) against a STREAM triad moving the same
+ *     number of bytes, measured in the same run (the bandwidth roofline);
+ *   - elementwise chains (GeLU, Sigmoid, Adam-like) at 1M and 16M elements
+ *     against the triad; numpy's unfused time for them comes from bench/run
+ *     (kbench prints an "@numpy" line where that row goes).
+ * Every output (kcsd's and the peers') is compared with one reference per
+ * workload (OpenBLAS's result, or a plain-C/double reference), and the
+ * error printed; a kcsd kernel whose error passes the tolerance is shown
+ * as WRONG, never with a speed, and kbench exits 3. Rows that cannot be
+ * measured (a compile refused, a library not installed) say why.
  *
- * Usage: kbench [--quick] [--target NAME]
+ * Prints one markdown table on stdout, plus "@info" lines for bench/run's
+ * header. Usage: kbench [--quick] [--target NAME] [--only SECTION,...]
+ * (sections: matmul, fused, norm, layout, elementwise).
  */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "compiler.h"
 #include "kcs_abi.h"
+#include "peers.h"
 
 /* ---- a small persistent thread pool implementing KcsRuntime ------------ */
 
@@ -148,27 +165,49 @@ pool_fini(Pool *p)
 		pthread_join(p->th[i], NULL);
 }
 
-/* ---- timing ---------------------------------------------------------------- */
+/* ---- settings, timing ---------------------------------------------------------- */
+
+static double g_budget = 0.4; /* seconds of samples per measurement */
+static int g_min_samples = 5;
+static int g_wrong;           /* kcsd kernels whose output failed the check */
+static KcsRuntime g_rt[3];    /* g_rt[t]: a pool of t threads */
+static KcTarget g_target;
+
+#define TOL 1e-3  /* max |x - ref| / max |ref| above which an output is wrong */
+#define NOISY 0.3 /* interquartile range / median above which a row says "noisy" */
 
 static double
 now_s(void)
 {
-	return (double)kc_now_us() / 1e6;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Median seconds per call of fn over enough repetitions (>= 0.3 s total,
- * >= 5 samples) after one warm-up call. */
-typedef void (*RunFn)(void *arg);
+static void
+sleep_s(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+	nanosleep(&ts, NULL);
+}
+
+/* One call of an implementation; 0 on success. */
+typedef int (*RunFn)(void *arg);
+
+/* Median seconds per call over >= g_min_samples calls and >= g_budget
+ * seconds (at most 64 calls); the caller has already made the warm-up call.
+ * Negative when a call fails. *spread (when not NULL): the interquartile
+ * range over the median, how noisy the samples were. */
 static double
-time_median(RunFn fn, void *arg, double budget_s)
+time_median(RunFn fn, void *arg, double *spread)
 {
 	double s[64];
 	int n = 0;
-	fn(arg);
-	double t_end = now_s() + budget_s;
-	while (n < 64 && (n < 5 || now_s() < t_end)) {
+	double t_end = now_s() + g_budget;
+	while (n < 64 && (n < g_min_samples || now_s() < t_end)) {
 		double t0 = now_s();
-		fn(arg);
+		if (fn(arg))
+			return -1;
 		s[n++] = now_s() - t0;
 	}
 	for (int i = 1; i < n; i++)
@@ -177,271 +216,1114 @@ time_median(RunFn fn, void *arg, double budget_s)
 			s[j] = s[j - 1];
 			s[j - 1] = x;
 		}
+	if (spread)
+		*spread = (s[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1] - s[n / 4]) / s[n / 2];
 	return s[n / 2];
 }
 
-/* ---- STREAM triad (the roofline) -------------------------------------------- */
+/* ---- buffers and checks ----------------------------------------------------------- */
+
+static float *
+fbuf(int64_t n)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 64, (size_t)(n > 0 ? n : 1) * sizeof(float))) {
+		fprintf(stderr, "kbench: out of memory (%lld floats)\n", (long long)n);
+		exit(2);
+	}
+	return p;
+}
+
+/* Deterministic values in [lo, hi). */
+static void
+fill(float *p, int64_t n, uint32_t seed, float lo, float hi)
+{
+	uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+	for (int64_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		p[i] = lo + (hi - lo) * (float)(x >> 40) / (float)(1 << 24);
+	}
+}
+
+static void
+fill_nan(float *p, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		p[i] = NAN;
+}
+
+/* max |x - ref| / max |ref| (NaN anywhere: infinity). */
+static double
+relerr(const float *x, const float *ref, int64_t n)
+{
+	double num = 0, den = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)x[i] - (double)ref[i]);
+		if (!(d == d) || isinf(x[i]))
+			return INFINITY;
+		if (d > num)
+			num = d;
+		if (fabs((double)ref[i]) > den)
+			den = fabs((double)ref[i]);
+	}
+	return num / (den > 0 ? den : 1);
+}
+
+/* The outputs an implementation writes and their references. */
+typedef struct Check {
+	int n;
+	float *out[3];
+	const float *ref[3];
+	int64_t len[3];
+} Check;
+
+/* One implementation's measurement. */
+typedef struct Meas {
+	bool ok;        /* ran: t and err are valid */
+	double t;       /* median seconds per call */
+	double err;     /* worst relerr over the outputs */
+	double spread;  /* interquartile range / median of the samples */
+	char why[200];  /* when !ok: why it was not measured */
+} Meas;
+
+/* The warm-up call (outputs NaN-filled first, then checked), then the
+ * timed calls. */
+static Meas
+measure(RunFn fn, void *arg, const Check *ck)
+{
+	Meas m = {0};
+	for (int i = 0; i < ck->n; i++)
+		fill_nan(ck->out[i], ck->len[i]);
+	if (fn(arg)) {
+		snprintf(m.why, sizeof m.why, "the call failed");
+		return m;
+	}
+	for (int i = 0; i < ck->n; i++) {
+		double e = relerr(ck->out[i], ck->ref[i], ck->len[i]);
+		if (e > m.err || isinf(e))
+			m.err = e;
+	}
+	m.t = time_median(fn, arg, &m.spread);
+	if (m.t < 0) {
+		snprintf(m.why, sizeof m.why, "a timed call failed");
+		return m;
+	}
+	m.ok = true;
+	return m;
+}
+
+static Meas
+not_measured(const char *fmt, ...)
+{
+	Meas m = {0};
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m.why, sizeof m.why, fmt, ap);
+	va_end(ap);
+	return m;
+}
+
+/* ---- STREAM triad (the roofline) ----------------------------------------------- */
 
 typedef struct Triad {
 	float *a, *b, *c;
 	int64_t n;
-	KcsRuntime *rt;
+	const KcsRuntime *rt;
 } Triad;
 
 static int32_t
 triad_task(void *closure, int64_t t, int64_t nt)
 {
 	Triad *x = closure;
-	int64_t lo = x->n * t / nt, hi = x->n * (t + 1) / nt;
-	float *restrict a = x->a;
-	const float *restrict b = x->b, *restrict c = x->c;
-	for (int64_t i = lo; i < hi; i++)
-		a[i] = b[i] + 3.0f * c[i];
+	kref_triad(x->a, x->b, x->c, x->n * t / nt, x->n * (t + 1) / nt);
 	return 0;
 }
 
-static void
+static int
 triad_run(void *arg)
 {
 	Triad *x = arg;
-	x->rt->parallel_for(x->rt->ctx, triad_task, x, x->rt->num_threads * 4);
+	return x->rt->parallel_for(x->rt->ctx, triad_task, x, x->rt->num_threads * 4);
 }
 
-/* ---- kernels ------------------------------------------------------------------ */
+/* GB/s of a triad that moves `bytes` (n = bytes / 12 floats per array), at
+ * t threads; measured once per (bytes, t) in this run. */
+static double
+triad_gbs(int64_t bytes, int t)
+{
+	static struct TriadMemo {
+		int64_t bytes;
+		int t;
+		double gbs;
+	} memo[32];
+	static int nmemo;
+	for (int i = 0; i < nmemo; i++)
+		if (memo[i].bytes == bytes && memo[i].t == t)
+			return memo[i].gbs;
+	int64_t n = bytes / 12;
+	Triad x = {fbuf(n), fbuf(n), fbuf(n), n, &g_rt[t]};
+	fill(x.b, n, 1, 0, 1);
+	fill(x.c, n, 2, 0, 1);
+	triad_run(&x);
+	double s = time_median(triad_run, &x, NULL);
+	free(x.a);
+	free(x.b);
+	free(x.c);
+	double gbs = 12.0 * (double)n / s / 1e9;
+	if (nmemo < 32)
+		memo[nmemo++] = (struct TriadMemo){bytes, t, gbs};
+	return gbs;
+}
+
+/* ---- graph documents ------------------------------------------------------------ */
+
+/* Builds a composite document in the style MindSpore writes (v1 format,
+ * DefaultFormat float32 tensors, constants as value inputs, attrs as
+ * {data_type,name,value} lists); it records every tensor's shape so op
+ * inputs can be named alone. */
+typedef struct Gb {
+	KcBuf ins, ops, outs;
+	int nt, nconst, nin, nout;
+	char name[64][24];
+	char shape[64][48];
+} Gb;
+
+static void
+gb_tensor(Gb *g, const char *name, const char *shape)
+{
+	if (g->nt >= 64) {
+		fprintf(stderr, "kbench: graph too big\n");
+		exit(2);
+	}
+	snprintf(g->name[g->nt], sizeof g->name[0], "%s", name);
+	snprintf(g->shape[g->nt], sizeof g->shape[0], "%s", shape);
+	g->nt++;
+}
+
+static const char *
+gb_shape(const Gb *g, const char *name)
+{
+	for (int i = g->nt - 1; i >= 0; i--)
+		if (!strcmp(g->name[i], name))
+			return g->shape[i];
+	fprintf(stderr, "kbench: no tensor %s\n", name);
+	exit(2);
+}
+
+static void
+gb_input(Gb *g, const char *name, const char *shape)
+{
+	gb_tensor(g, name, shape);
+	kc_buf_printf(&g->ins,
+		      "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":%s,\"tensor_name\":\"%s\"}]",
+		      g->nin++ ? "," : "", shape, name);
+}
+
+/* One op: inputs are tensor names or "#value" float32 constants; attr is a
+ * JSON list or "null". */
+static void
+gb_op(Gb *g, const char *op, const char *attr, const char *out, const char *oshape, int nargs, ...)
+{
+	va_list ap;
+	va_start(ap, nargs);
+	kc_buf_printf(&g->ops, "%s{\"attr\":%s,\"impl_path\":\"\",\"input_desc\":[", g->ops.len ? "," : "",
+		      attr);
+	for (int i = 0; i < nargs; i++) {
+		const char *a = va_arg(ap, const char *);
+		if (a[0] == '#')
+			kc_buf_printf(&g->ops,
+				      "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"input_%d\",\"shape\":[1],\"tensor_name\":\"input_c%d\",\"value\":%s}]",
+				      i ? "," : "", i, g->nconst++, a + 1);
+		else
+			kc_buf_printf(&g->ops,
+				      "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"input_%d\",\"shape\":%s,\"tensor_name\":\"%s\"}]",
+				      i ? "," : "", i, gb_shape(g, a), a);
+	}
+	va_end(ap);
+	kc_buf_printf(&g->ops,
+		      "],\"name\":\"%s\",\"output_desc\":[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"output_0\",\"shape\":%s,\"tensor_name\":\"%s\"}]}",
+		      op, oshape, out);
+	gb_tensor(g, out, oshape);
+}
+
+static void
+gb_output(Gb *g, const char *name)
+{
+	kc_buf_printf(&g->outs,
+		      "%s{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":%s,\"tensor_name\":\"%s\"}",
+		      g->nout++ ? "," : "", gb_shape(g, name), name);
+}
+
+static char *
+gb_take(Gb *g, const char *opname)
+{
+	KcBuf b = {0};
+	kc_buf_printf(&b,
+		      "{\"composite\":true,\"composite_graph\":\"kbench\",\"id\":0,\"input_desc\":[%s],\"op\":\"%s\",\"op_desc\":[%s],\"output_desc\":[%s],\"platform\":\"AKG\",\"process\":\"cpu\",\"version\":1}",
+		      g->ins.data ? g->ins.data : "", opname, g->ops.data ? g->ops.data : "",
+		      g->outs.data ? g->outs.data : "");
+	kc_buf_free(&g->ins);
+	kc_buf_free(&g->ops);
+	kc_buf_free(&g->outs);
+	memset(g, 0, sizeof *g);
+	return kc_buf_take(&b, NULL);
+}
+
+#define ATTR_REDUCE(axes, keep)                                                          \
+	"[{\"data_type\":\"listInt\",\"name\":\"axis\",\"value\":" axes "},"            \
+	"{\"data_type\":\"bool\",\"name\":\"keep_dims\",\"value\":" keep "}]"
+
+/* The GeLU chain (tanh form, constants as MindSpore writes them in
+ * Fused_BiasAdd_GeLU_fusion) from tensor x to tensor y, both of shape sh. */
+static void
+gb_gelu(Gb *g, const char *x, const char *y, const char *sh)
+{
+	gb_op(g, "Mul", "null", "g_x2", sh, 2, x, x);
+	gb_op(g, "Mul", "null", "g_x3", sh, 2, "g_x2", x);
+	gb_op(g, "Mul", "null", "g_t0", sh, 2, "g_x3", "#0.044714998453855515");
+	gb_op(g, "Add", "null", "g_t1", sh, 2, x, "g_t0");
+	gb_op(g, "Mul", "null", "g_t2", sh, 2, "g_t1", "#0.7978845834732056");
+	gb_op(g, "Tanh", "null", "g_t3", sh, 1, "g_t2");
+	gb_op(g, "Add", "null", "g_t4", sh, 2, "g_t3", "#1.0");
+	gb_op(g, "Mul", "null", "g_t5", sh, 2, x, "g_t4");
+	gb_op(g, "Mul", "null", y, sh, 2, "#0.5", "g_t5");
+}
+
+static double
+gelu_d(double v)
+{
+	return 0.5 * v * (1.0 + tanh(0.7978845834732056 * (v + 0.044714998453855515 * v * v * v)));
+}
+
+/* ---- kcsd kernels ------------------------------------------------------------------ */
 
 typedef struct Kernel {
 	void *dl;
 	KcsKernelFn fn;
-	double compile_ms;
-	char path[256];
+	double compile_ms; /* parse + kc_compile (lower .. link), cold */
+	char why[512];     /* when fn is NULL */
 } Kernel;
 
 static bool
-kernel_build(const char *json, const KcTarget *t, Kernel *k)
+kernel_build(const char *json, Kernel *k)
 {
 	CompileCtx *c = compile_ctx_new();
 	KcGraph *g = NULL;
 	KcErr err = {0};
 	KcArtifact art = {0};
-	bool ok = false;
+	char path[64];
 
 	memset(k, 0, sizeof *k);
+	double t0 = now_s();
 	if (kc_parse(c, json, strlen(json), NULL, &g, &err) != KC_OK ||
-	    kc_compile(c, g, t, NULL, NULL, &art, &err) != KC_OK) {
-		fprintf(stderr, "kbench: compile failed: %s at %s\n", err.msg, err.where);
+	    kc_compile(c, g, &g_target, NULL, NULL, &art, &err) != KC_OK) {
+		snprintf(k->why, sizeof k->why, "compile refused: %s%s%s", err.msg,
+			 err.where[0] ? " at " : "", err.where);
 		goto done;
 	}
-	k->compile_ms = art.compile_ms;
-	snprintf(k->path, sizeof k->path, "/tmp/kbench-%d-%p.so", (int)getpid(), (void *)k);
-	FILE *f = fopen(k->path, "wb");
+	k->compile_ms = (now_s() - t0) * 1e3;
+	snprintf(path, sizeof path, "/tmp/kbench-%d-%p.so", (int)getpid(), (void *)k);
+	FILE *f = fopen(path, "wb");
 	if (!f || fwrite(art.object, 1, art.object_len, f) != art.object_len) {
+		snprintf(k->why, sizeof k->why, "cannot write %s", path);
 		if (f)
 			fclose(f);
+		unlink(path);
 		goto done;
 	}
 	fclose(f);
-	k->dl = dlopen(k->path, RTLD_NOW | RTLD_LOCAL);
-	unlink(k->path);
+	k->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	unlink(path);
 	void *sym = k->dl ? dlsym(k->dl, art.symbol) : NULL;
 	if (sym) /* POSIX: dlsym's object pointer converts to a function pointer */
 		memcpy(&k->fn, &sym, sizeof k->fn);
-	if (!k->fn) {
-		fprintf(stderr, "kbench: dlopen: %s\n", dlerror());
-		goto done;
-	}
-	ok = true;
+	else
+		snprintf(k->why, sizeof k->why, "dlopen: %s", dlerror());
 done:
 	kc_artifact_free(&art);
 	compile_ctx_free(c);
-	return ok;
+	if (!k->fn)
+		fprintf(stderr, "kbench: %s\n", k->why);
+	return k->fn != NULL;
+}
+
+static void
+kernel_free(Kernel *k)
+{
+	if (k->dl)
+		dlclose(k->dl);
+	k->dl = NULL;
+	k->fn = NULL;
 }
 
 typedef struct KRun {
 	Kernel *k;
-	KcsRuntime *rt;
+	const KcsRuntime *rt;
 	void **args;
 } KRun;
 
-static void
+static int
 kernel_run(void *arg)
 {
 	KRun *r = arg;
-	int32_t rc = r->k->fn(r->rt, (void *const *)r->args, NULL);
-	if (rc)
-		fprintf(stderr, "kbench: kernel returned %d\n", rc);
+	return r->k->fn(r->rt, (void *const *)r->args, NULL) != 0;
 }
 
-/* ---- elementwise chains ------------------------------------------------------ */
-
-/* A composite document with `nin` float32 inputs of n elements and the
- * given op_desc and output_desc fragments. */
-static char *
-chain_json(const char *name, int64_t n, int nin, const char *ops, const char *outs)
+static Meas
+measure_kernel(Kernel *k, int t, void **args, const Check *ck)
 {
-	KcBuf b = {0};
-	kc_buf_printf(&b, "{\"composite\":true,\"op\":\"%s\",\"process\":\"cpu\",\"version\":1,\"input_desc\":[",
-		      name);
-	for (int i = 0; i < nin; i++)
-		kc_buf_printf(&b,
-			      "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":[%lld],\"tensor_name\":\"in%d\"}]",
-			      i ? "," : "", (long long)n, i);
-	kc_buf_printf(&b, "],\"op_desc\":[%s],\"output_desc\":[%s]}", ops, outs);
-	return kc_buf_take(&b, NULL);
+	if (!k->fn)
+		return not_measured("%s", k->why);
+	KRun r = {k, &g_rt[t], args};
+	Meas m = measure(kernel_run, &r, ck);
+	if (!m.ok)
+		snprintf(m.why, sizeof m.why, "the kernel returned non-zero");
+	return m;
 }
 
-/* op with two operands (tensor names or constants) and one float32 output */
+/* ---- rows ------------------------------------------------------------------------------ */
+
+/* Throughput text: work / t / 1e9 unit. */
 static void
-op2(KcBuf *b, const char *op, const char *x, const char *y, const char *out, int64_t n)
+thr(char *s, size_t n, const Meas *m, double work, const char *unit)
 {
-	char xs[256], ys[256];
-	if (x[0] == '#')
-		snprintf(xs, sizeof xs, "{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"x\",\"shape\":[1],\"tensor_name\":\"c_%s\",\"value\":%s}", out, x + 1);
+	if (m->ok)
+		snprintf(s, n, "%.1f %s", work / m->t / 1e9, unit);
 	else
-		snprintf(xs, sizeof xs, "{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"x\",\"shape\":[%lld],\"tensor_name\":\"%s\"}", (long long)n, x);
-	if (!y)
-		ys[0] = 0;
-	else if (y[0] == '#')
-		snprintf(ys, sizeof ys, ",[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"y\",\"shape\":[1],\"tensor_name\":\"d_%s\",\"value\":%s}]", out, y + 1);
-	else
-		snprintf(ys, sizeof ys, ",[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"y\",\"shape\":[%lld],\"tensor_name\":\"%s\"}]", (long long)n, y);
-	kc_buf_printf(b,
-		      "%s{\"name\":\"%s\",\"attr\":null,\"input_desc\":[[%s]%s],\"output_desc\":[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"output_0\",\"shape\":[%lld],\"tensor_name\":\"%s\"}]}",
-		      b->len ? "," : "", op, xs, ys, (long long)n, out);
+		snprintf(s, n, "—");
 }
 
+/* One table row: kcsd's measurement km (work kw) against one peer's pm
+ * (work pw: the same work, except for the triad). */
+static void
+row(const char *wl, const char *shape, int t, const Kernel *k, const Meas *km, double kw,
+    const char *peer, const Meas *pm, double pw, const char *unit, const char *note)
+{
+	char ks[64], ps[64], ratio[32] = "—", comp[32] = "—", err[48] = "—", nt[700];
+	bool wrong = km->ok && !(km->err <= TOL);
+	thr(ks, sizeof ks, km, kw, unit);
+	thr(ps, sizeof ps, pm, pw, unit);
+	if (km->ok)
+		snprintf(err, sizeof err, "%.1e", km->err);
+	if (wrong)
+		snprintf(ks, sizeof ks, "**WRONG**");
+	if (km->ok && pm->ok && !wrong)
+		snprintf(ratio, sizeof ratio, "%.2f", (kw / km->t) / (pw / pm->t));
+	if (k && k->fn)
+		snprintf(comp, sizeof comp, "%.1f ms", k->compile_ms);
+	int o = snprintf(nt, sizeof nt, "%s", note ? note : "");
+	if (!km->ok)
+		o += snprintf(nt + o, sizeof nt - (size_t)o, "%skcsd not measured: %s", o ? "; " : "", km->why);
+	if (wrong)
+		o += snprintf(nt + o, sizeof nt - (size_t)o, "%skcsd output wrong (err %.1e > %.0e)",
+			      o ? "; " : "", km->err, TOL);
+	if (!pm->ok && !strstr(pm->why, "not installed"))
+		o += snprintf(nt + o, sizeof nt - (size_t)o, "%s%s: %s", o ? "; " : "", peer, pm->why);
+	if ((km->ok && km->spread > NOISY) || (pm->ok && pm->spread > NOISY))
+		o += snprintf(nt + o, sizeof nt - (size_t)o, "%snoisy: IQR/median kcsd %.0f%%, peer %.0f%%",
+			      o ? "; " : "", 100 * km->spread, 100 * pm->spread);
+	else if (!(pm->err <= TOL))
+		o += snprintf(nt + o, sizeof nt - (size_t)o, "%s%s output differs from the reference (err %.1e)",
+			      o ? "; " : "", peer, pm->err);
+	if (!pm->ok && !strstr(pm->why, "installed"))
+		snprintf(ps, sizeof ps, "not measured");
+	else if (!pm->ok)
+		snprintf(ps, sizeof ps, "not installed");
+	if (wrong)
+		g_wrong++;
+	printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", wl, shape, t, ks, peer, ps, ratio,
+	       comp, err, nt);
+	fflush(stdout);
+}
+
+/* A workload's definition, printed once ("@note"): bench/run lists them
+ * under the table, so the rows' own notes stay short. */
+static void KC_PRINTF(1, 2)
+defn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	printf("@note ");
+	vprintf(fmt, ap);
+	printf("\n");
+	va_end(ap);
+}
+
+/* A row's note: "what; impl IMPL; ref REF", leaving out what is empty. */
+static void
+note_join(char *s, size_t n, const char *what, const char *impl, const char *ref)
+{
+	snprintf(s, n, "%s%s%s%s%sref %s", what ? what : "", what ? "; " : "", impl[0] ? "impl " : "",
+		 impl, impl[0] ? "; " : "", ref);
+}
+
+/* ---- MatMul / BatchMatMul ---------------------------------------------------------- */
+
+typedef struct MmSpec {
+	int B, M, N, K;
+	bool tb;
+	const char *note;
+} MmSpec;
+
+typedef struct MmRun {
+	const MmSpec *s;
+	const float *a, *b, *bias;
+	float *c;
+	const KcsRuntime *rt; /* the epilogue's threads */
+} MmRun;
+
+static void
+ob_batched(const MmSpec *s, const float *a, const float *b, float *c)
+{
+	for (int64_t z = 0; z < s->B; z++)
+		ob_sgemm(s->M, s->N, s->K, s->tb, a + z * s->M * s->K, b + z * s->K * s->N,
+			 c + z * s->M * s->N);
+}
+
+static int
+ob_run(void *arg)
+{
+	MmRun *r = arg;
+	ob_batched(r->s, r->a, r->b, r->c);
+	return 0;
+}
+
+static int32_t
+epi_task(void *closure, int64_t t, int64_t nt)
+{
+	MmRun *r = closure;
+	int64_t M = r->s->M;
+	kref_bias_gelu(r->c, r->bias, r->s->N, M * t / nt, M * (t + 1) / nt);
+	return 0;
+}
+
+static int
+ob_epi_run(void *arg)
+{
+	MmRun *r = arg;
+	ob_batched(r->s, r->a, r->b, r->c);
+	return r->rt->parallel_for(r->rt->ctx, epi_task, r, r->rt->num_threads);
+}
+
+static int
+one_prim_run(void *arg)
+{
+	return one_run(arg);
+}
+
+/* The MatMul (or BatchMatMul) document: a [B,M,K] times b [B,K,N] (b stored
+ * [B,N,K] with transpose_b), attrs as MindSpore writes them; with `fused`,
+ * + bias [N] and the GeLU chain (Fused_MatMul_BiasAdd_GeLU). */
 static char *
-outs_json(const char *const *names, int k, int64_t n)
+mm_json(const MmSpec *s, bool fused)
 {
-	KcBuf b = {0};
-	for (int i = 0; i < k; i++)
-		kc_buf_printf(&b, "%s{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":[%lld],\"tensor_name\":\"%s\"}",
-			      i ? "," : "", (long long)n, names[i]);
-	return kc_buf_take(&b, NULL);
+	Gb g = {0};
+	char sa[48], sb[48], sc[48];
+	if (s->B > 1) {
+		snprintf(sa, sizeof sa, "[%d,%d,%d]", s->B, s->M, s->K);
+		snprintf(sb, sizeof sb, "[%d,%d,%d]", s->B, s->tb ? s->N : s->K, s->tb ? s->K : s->N);
+		snprintf(sc, sizeof sc, "[%d,%d,%d]", s->B, s->M, s->N);
+	} else {
+		snprintf(sa, sizeof sa, "[%d,%d]", s->M, s->K);
+		snprintf(sb, sizeof sb, "[%d,%d]", s->tb ? s->N : s->K, s->tb ? s->K : s->N);
+		snprintf(sc, sizeof sc, "[%d,%d]", s->M, s->N);
+	}
+	char attr[600];
+	snprintf(attr, sizeof attr,
+		 "[{\"data_type\":\"bool\",\"name\":\"transpose_a\",\"value\":false},"
+		 "{\"data_type\":\"bool\",\"name\":\"transpose_b\",\"value\":%s},"
+		 "{\"data_type\":\"bool\",\"name\":\"transpose_x1\",\"value\":false},"
+		 "{\"data_type\":\"bool\",\"name\":\"transpose_x2\",\"value\":%s},"
+		 "{\"data_type\":\"str\",\"name\":\"dst_type\",\"value\":\"float32\"},"
+		 "{\"data_type\":\"str\",\"name\":\"left_format\",\"value\":\"DefaultFormat\"},"
+		 "{\"data_type\":\"str\",\"name\":\"right_format\",\"value\":\"DefaultFormat\"}]",
+		 s->tb ? "true" : "false", s->tb ? "true" : "false");
+	gb_input(&g, "input_0", sa);
+	gb_input(&g, "input_1", sb);
+	if (fused) {
+		char sn[24];
+		snprintf(sn, sizeof sn, "[%d]", s->N);
+		gb_input(&g, "input_2", sn);
+		gb_op(&g, "MatMul", attr, "output_0_0", sc, 2, "input_0", "input_1");
+		gb_op(&g, "Add", "null", "output_0_1", sc, 2, "output_0_0", "input_2");
+		gb_gelu(&g, "output_0_1", "output_0_2", sc);
+		gb_output(&g, "output_0_2");
+		return gb_take(&g, "Fused_MatMul_BiasAdd_GeLU_kbench");
+	}
+	gb_op(&g, s->B > 1 ? "BatchMatMul" : "MatMul", attr, "output_0_0", sc, 2, "input_0", "input_1");
+	gb_output(&g, "output_0_0");
+	return gb_take(&g, s->B > 1 ? "Fused_BatchMatMul_kbench" : "Fused_MatMul_kbench");
 }
 
-typedef struct Chain {
-	const char *name;
-	int nin, nout;
-	char *json;
-} Chain;
+static void
+mm_shape(char *s, size_t n, const MmSpec *m)
+{
+	if (m->B > 1)
+		snprintf(s, n, "(%d,%d,%d,%d)%s", m->B, m->M, m->N, m->K, m->tb ? " b^T" : "");
+	else
+		snprintf(s, n, "(%d,%d,%d)%s", m->M, m->N, m->K, m->tb ? " b^T" : "");
+}
+
+/* The reference product: OpenBLAS at 1 thread, else oneDNN, else naive C. */
+static const char *
+mm_reference(const MmSpec *s, const float *a, const float *b, float *ref)
+{
+	if (!ob_missing()) {
+		ob_threads(1);
+		ob_batched(s, a, b, ref);
+		return "OpenBLAS";
+	}
+	char why[200];
+	OnePrim *p = one_threads(1) ? one_matmul(s->B, s->M, s->N, s->K, s->tb, a, b, NULL, false, ref,
+						 why, sizeof why)
+				    : NULL;
+	if (p && one_run(p) == 0) {
+		one_free(p);
+		return "oneDNN";
+	}
+	one_free(p);
+	kref_matmul(s->B, s->M, s->N, s->K, s->tb, a, b, ref);
+	return "naive C";
+}
+
+static Meas
+measure_onednn(OnePrim *p, const char *why, const Check *ck, char *impl, size_t ilen)
+{
+	if (!p)
+		return not_measured("%s", why);
+	snprintf(impl, ilen, "%s", one_impl(p));
+	Meas m = measure(one_prim_run, p, ck);
+	one_free(p);
+	return m;
+}
+
+static void
+bench_matmul(const MmSpec *s, bool fused)
+{
+	int64_t na = (int64_t)s->B * s->M * s->K, nb = (int64_t)s->B * s->K * s->N,
+		nc = (int64_t)s->B * s->M * s->N;
+	float *a = fbuf(na), *b = fbuf(nb), *bias = fbuf(s->N), *ref = fbuf(nc), *ck = fbuf(nc),
+	      *cp = fbuf(nc);
+	fill(a, na, 11, -1, 1);
+	fill(b, nb, 12, -1, 1);
+	fill(bias, s->N, 13, -0.5f, 0.5f);
+	const char *refname = mm_reference(s, a, b, ref);
+	if (fused) /* the reference epilogue in double, from the reference product */
+		for (int64_t i = 0; i < nc; i++)
+			ref[i] = (float)gelu_d((double)ref[i] + bias[i % s->N]);
+
+	char *json = mm_json(s, fused);
+	Kernel k;
+	kernel_build(json, &k);
+	free(json);
+	char shape[64], note[300];
+	mm_shape(shape, sizeof shape, s);
+	double flops = 2.0 * s->B * s->M * s->N * s->K;
+	const char *wl = fused ? "MatMul+bias+GeLU (fused)" : s->B > 1 ? "BatchMatMul" : "MatMul";
+	void *args[4] = {a, b, fused ? (void *)bias : (void *)ck, ck};
+	Check cc = {1, {ck}, {ref}, {nc}}, pc = {1, {cp}, {ref}, {nc}};
+
+	for (int t = 1; t <= 2; t++) {
+		Meas km = measure_kernel(&k, t, args, &cc);
+
+		/* OpenBLAS: sgemm (a loop over the batch), + the epilogue pass */
+		Meas om;
+		if (ob_missing())
+			om = not_measured("%s", ob_missing());
+		else {
+			ob_threads(t);
+			MmRun r = {s, a, b, bias, cp, &g_rt[t]};
+			om = measure(fused ? ob_epi_run : ob_run, &r, &pc);
+			if (t > 1) /* let its spinning workers go to sleep */
+				sleep_s(0.15);
+		}
+		note_join(note, sizeof note, s->note, "", refname);
+		row(wl, shape, t, &k, &km, flops, fused ? "OpenBLAS sgemm + C epilogue" : "OpenBLAS sgemm", &om,
+		    flops, "GFLOP/s", note);
+
+		/* oneDNN matmul (fused: bias + gelu_tanh post-op in one primitive) */
+		Meas dm;
+		char why[200] = "", impl[64] = "";
+		if (one_missing())
+			dm = not_measured("%s", one_missing());
+		else if (!one_threads(t))
+			dm = not_measured("cannot set oneDNN's threads to %d (%s)", t, one_threads_how());
+		else
+			dm = measure_onednn(one_matmul(s->B, s->M, s->N, s->K, s->tb, a, b, fused ? bias : NULL,
+						       fused, cp, why, sizeof why),
+					    why, &pc, impl, sizeof impl);
+		note_join(note, sizeof note, s->note, impl, refname);
+		row(wl, shape, t, &k, &km, flops, fused ? "oneDNN matmul+bias+gelu" : "oneDNN matmul", &dm,
+		    flops, "GFLOP/s", note);
+	}
+	kernel_free(&k);
+	free(a), free(b), free(bias), free(ref), free(ck), free(cp);
+}
+
+/* ---- softmax and layernorm ----------------------------------------------------------- */
+
+static void
+bench_softmax(int rows, int cols)
+{
+	int64_t n = (int64_t)rows * cols;
+	float *x = fbuf(n), *ref = fbuf(n), *y = fbuf(n), *yp = fbuf(n);
+	fill(x, n, 21, -4, 4);
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = x + r * cols;
+		double m = -INFINITY, s = 0;
+		for (int j = 0; j < cols; j++)
+			m = fmax(m, xr[j]);
+		for (int j = 0; j < cols; j++)
+			s += exp(xr[j] - m);
+		for (int j = 0; j < cols; j++)
+			ref[r * cols + j] = (float)(exp(xr[j] - m) / s);
+	}
+	/* Fused_Softmax: ReduceMax, Sub, Exp, ReduceSum, RealDiv over the last axis */
+	Gb g = {0};
+	char sh[48], s1[48];
+	snprintf(sh, sizeof sh, "[%d,%d]", rows, cols);
+	snprintf(s1, sizeof s1, "[%d,1]", rows);
+	gb_input(&g, "input_0", sh);
+	gb_op(&g, "ReduceMax", ATTR_REDUCE("[-1]", "true"), "output_0_0", s1, 1, "input_0");
+	gb_op(&g, "Sub", "null", "output_0_1", sh, 2, "input_0", "output_0_0");
+	gb_op(&g, "Exp", "null", "output_0_2", sh, 1, "output_0_1");
+	gb_op(&g, "ReduceSum", ATTR_REDUCE("[-1]", "true"), "output_0_3", s1, 1, "output_0_2");
+	gb_op(&g, "RealDiv", "null", "output_0_4", sh, 2, "output_0_2", "output_0_3");
+	gb_output(&g, "output_0_4");
+	char *json = gb_take(&g, "Fused_Softmax_kbench");
+	Kernel k;
+	kernel_build(json, &k);
+	free(json);
+	void *args[2] = {x, y};
+	Check cc = {1, {y}, {ref}, {n}}, pc = {1, {yp}, {ref}, {n}};
+	double bytes = 2.0 * 4 * n;
+	char shape[64], note[300];
+	snprintf(shape, sizeof shape, "%dx%d", rows, cols);
+	for (int t = 1; t <= 2; t++) {
+		Meas km = measure_kernel(&k, t, args, &cc), dm;
+		char why[200] = "", impl[64] = "";
+		if (one_missing())
+			dm = not_measured("%s", one_missing());
+		else if (!one_threads(t))
+			dm = not_measured("cannot set oneDNN's threads to %d", t);
+		else
+			dm = measure_onednn(one_softmax(rows, cols, x, yp, why, sizeof why), why, &pc, impl,
+					    sizeof impl);
+		note_join(note, sizeof note, NULL, impl, "double C");
+		row("Softmax", shape, t, &k, &km, bytes, "oneDNN softmax", &dm, bytes, "GB/s", note);
+	}
+	kernel_free(&k);
+	free(x), free(ref), free(y), free(yp);
+}
+
+static void
+bench_layernorm(int rows, int cols)
+{
+	int64_t n = (int64_t)rows * cols;
+	const float eps = 1e-7f;
+	float *x = fbuf(n), *gamma = fbuf(cols), *beta = fbuf(cols), *ref = fbuf(n), *y = fbuf(n),
+	      *yp = fbuf(n);
+	fill(x, n, 31, -2, 3);
+	fill(gamma, cols, 32, 0.5f, 1.5f);
+	fill(beta, cols, 33, -0.5f, 0.5f);
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = x + r * cols;
+		double m = 0, v = 0;
+		for (int j = 0; j < cols; j++)
+			m += xr[j];
+		m /= cols;
+		for (int j = 0; j < cols; j++)
+			v += (xr[j] - m) * (xr[j] - m);
+		v /= cols;
+		for (int j = 0; j < cols; j++)
+			ref[r * cols + j] = (float)((xr[j] - m) / sqrt(v + eps) * gamma[j] + beta[j]);
+	}
+	/* as MindSpore's LayerNorm fusions (Fused_..._ReduceSum_..._Rsqrt_...):
+	 * mean = ReduceSum(x) * (1/N); d = x - mean; var = ReduceSum(d*d) * (1/N);
+	 * y = d * Rsqrt(var + eps) * gamma + beta */
+	Gb g = {0};
+	char sh[48], s1[48], sc[24], inv[32], epss[32];
+	snprintf(sh, sizeof sh, "[%d,%d]", rows, cols);
+	snprintf(s1, sizeof s1, "[%d,1]", rows);
+	snprintf(sc, sizeof sc, "[%d]", cols);
+	snprintf(inv, sizeof inv, "#%.17g", (double)(1.0f / (float)cols));
+	snprintf(epss, sizeof epss, "#%.17g", (double)eps);
+	gb_input(&g, "input_0", sh);
+	gb_input(&g, "input_1", sc);
+	gb_input(&g, "input_2", sc);
+	gb_op(&g, "ReduceSum", ATTR_REDUCE("[1]", "true"), "output_0_0", s1, 1, "input_0");
+	gb_op(&g, "Mul", "null", "output_0_1", s1, 2, "output_0_0", inv);
+	gb_op(&g, "Sub", "null", "output_0_2", sh, 2, "input_0", "output_0_1");
+	gb_op(&g, "Mul", "null", "output_0_3", sh, 2, "output_0_2", "output_0_2");
+	gb_op(&g, "ReduceSum", ATTR_REDUCE("[1]", "true"), "output_0_4", s1, 1, "output_0_3");
+	gb_op(&g, "Mul", "null", "output_0_5", s1, 2, "output_0_4", inv);
+	gb_op(&g, "Add", "null", "output_0_6", s1, 2, "output_0_5", epss);
+	gb_op(&g, "Rsqrt", "null", "output_0_7", s1, 1, "output_0_6");
+	gb_op(&g, "Mul", "null", "output_0_8", sh, 2, "output_0_2", "output_0_7");
+	gb_op(&g, "Mul", "null", "output_0_9", sh, 2, "output_0_8", "input_1");
+	gb_op(&g, "Add", "null", "output_0_10", sh, 2, "output_0_9", "input_2");
+	gb_output(&g, "output_0_10");
+	char *json = gb_take(&g, "Fused_LayerNorm_kbench");
+	Kernel k;
+	kernel_build(json, &k);
+	free(json);
+	void *args[4] = {x, gamma, beta, y};
+	Check cc = {1, {y}, {ref}, {n}}, pc = {1, {yp}, {ref}, {n}};
+	double bytes = 4.0 * (2.0 * n + 2.0 * cols);
+	char shape[64], note[300];
+	snprintf(shape, sizeof shape, "%dx%d", rows, cols);
+	for (int t = 1; t <= 2; t++) {
+		Meas km = measure_kernel(&k, t, args, &cc), dm;
+		char why[200] = "", impl[64] = "";
+		if (one_missing())
+			dm = not_measured("%s", one_missing());
+		else if (!one_threads(t))
+			dm = not_measured("cannot set oneDNN's threads to %d", t);
+		else
+			dm = measure_onednn(one_layernorm(rows, cols, eps, x, gamma, beta, yp, why, sizeof why),
+					    why, &pc, impl, sizeof impl);
+		note_join(note, sizeof note, NULL, impl, "double C");
+		row("LayerNorm", shape, t, &k, &km, bytes, "oneDNN layer_normalization", &dm, bytes, "GB/s",
+		    note);
+	}
+	kernel_free(&k);
+	free(x), free(gamma), free(beta), free(ref), free(y), free(yp);
+}
+
+/* ---- Transpose and ReduceSum against the triad ---------------------------------------- */
+
+/* kcsd's kernel against the triad moving the same bytes. */
+static void
+bandwidth_rows(const char *wl, const char *shape, const char *json, void **args, const Check *ck,
+	       double bytes, const char *note)
+{
+	Kernel k;
+	kernel_build(json, &k);
+	for (int t = 1; t <= 2; t++) {
+		Meas km = measure_kernel(&k, t, args, ck);
+		Meas tm = {.ok = true, .t = 1.0};
+		double gbs = triad_gbs((int64_t)bytes, t);
+		row(wl, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s", note);
+	}
+	kernel_free(&k);
+}
+
+static void
+bench_transpose(int rank, const int *dims, const int *perm)
+{
+	int64_t n = 1, od[4], istr[4];
+	char sh[64] = "[", osh[64] = "[", pm[32] = "[", shape[96];
+	for (int i = 0; i < rank; i++) {
+		n *= dims[i];
+		od[i] = dims[perm[i]];
+		snprintf(sh + strlen(sh), sizeof sh - strlen(sh), "%s%d", i ? "," : "", dims[i]);
+		snprintf(osh + strlen(osh), sizeof osh - strlen(osh), "%s%lld", i ? "," : "", (long long)od[i]);
+		snprintf(pm + strlen(pm), sizeof pm - strlen(pm), "%s%d", i ? "," : "", perm[i]);
+	}
+	strcat(sh, "]"), strcat(osh, "]"), strcat(pm, "]");
+	snprintf(shape, sizeof shape, "%s perm %s", sh, pm);
+	istr[rank - 1] = 1;
+	for (int i = rank - 2; i >= 0; i--)
+		istr[i] = istr[i + 1] * dims[i + 1];
+	float *x = fbuf(n), *y = fbuf(n), *ref = fbuf(n);
+	fill(x, n, 41, -1, 1);
+	/* the reference: walk the output in order, odometer over its dims */
+	int64_t idx[4] = {0};
+	for (int64_t o = 0; o < n; o++) {
+		int64_t src = 0;
+		for (int i = 0; i < rank; i++)
+			src += idx[i] * istr[perm[i]];
+		ref[o] = x[src];
+		for (int i = rank - 1; i >= 0; i--) {
+			if (++idx[i] < od[i])
+				break;
+			idx[i] = 0;
+		}
+	}
+	Gb g = {0};
+	char attr[128];
+	snprintf(attr, sizeof attr, "[{\"data_type\":\"listInt\",\"name\":\"perm\",\"value\":%s}]", pm);
+	gb_input(&g, "input_0", sh);
+	gb_op(&g, "Transpose", attr, "output_0_0", osh, 1, "input_0");
+	gb_output(&g, "output_0_0");
+	char *json = gb_take(&g, "Fused_Transpose_kbench");
+	void *args[2] = {x, y};
+	Check ck = {1, {y}, {ref}, {n}};
+	bandwidth_rows("Transpose", shape, json, args, &ck, 8.0 * n,
+		       "ref C");
+	free(json);
+	free(x), free(y), free(ref);
+}
+
+/* ReduceSum of a [R, C] tensor over axis 1, axis 0, or both. */
+static void
+bench_reduce(int R, int C, int which)
+{
+	int64_t n = (int64_t)R * C, no = which == 1 ? R : which == 0 ? C : 1;
+	float *x = fbuf(n), *y = fbuf(no), *ref = fbuf(no);
+	fill(x, n, 51, 0.25f, 2.25f);
+	double *acc = calloc((size_t)no, sizeof *acc);
+	for (int64_t r = 0; r < R; r++)
+		for (int64_t c = 0; c < C; c++)
+			acc[which == 1 ? r : which == 0 ? c : 0] += x[r * C + c];
+	for (int64_t i = 0; i < no; i++)
+		ref[i] = (float)acc[i];
+	free(acc);
+	Gb g = {0};
+	char sh[48], osh[48], shape[96];
+	snprintf(sh, sizeof sh, "[%d,%d]", R, C);
+	snprintf(osh, sizeof osh, "[%lld]", (long long)no);
+	gb_input(&g, "input_0", sh);
+	gb_op(&g, "ReduceSum",
+	      which == 1 ? ATTR_REDUCE("[1]", "false") : which == 0 ? ATTR_REDUCE("[0]", "false")
+							    : ATTR_REDUCE("[0,1]", "false"),
+	      "output_0_0", osh, 1, "input_0");
+	gb_output(&g, "output_0_0");
+	char *json = gb_take(&g, "Fused_ReduceSum_kbench");
+	snprintf(shape, sizeof shape, "%s axis %s", sh, which == 1 ? "[1]" : which == 0 ? "[0]" : "[0,1]");
+	void *args[2] = {x, y};
+	Check ck = {1, {y}, {ref}, {no}};
+	bandwidth_rows("ReduceSum", shape, json, args, &ck, 4.0 * (double)(n + no),
+		       "ref double C");
+	free(json);
+	free(x), free(y), free(ref);
+}
+
+/* ---- elementwise chains ----------------------------------------------------------------- */
 
 /* GeLU (tanh form, as MindSpore expands it), Sigmoid, and an Adam-like
  * update (3 outputs), each over n float32 elements. */
 static void
-make_chains(int64_t n, Chain out[3])
+bench_elementwise(int64_t n)
 {
-	KcBuf b = {0};
-	op2(&b, "Mul", "in0", "in0", "x2", n);
-	op2(&b, "Mul", "x2", "in0", "x3", n);
-	op2(&b, "Mul", "x3", "#0.044715", "t0", n);
-	op2(&b, "Add", "in0", "t0", "t1", n);
-	op2(&b, "Mul", "t1", "#0.7978845608", "t2", n);
-	op2(&b, "Tanh", "t2", NULL, "t3", n);
-	op2(&b, "Add", "t3", "#1.0", "t4", n);
-	op2(&b, "Mul", "in0", "t4", "t5", n);
-	op2(&b, "Mul", "t5", "#0.5", "y", n);
-	const char *gy[] = {"y"};
-	char *o = outs_json(gy, 1, n);
-	out[0] = (Chain){"GeLU", 1, 1, chain_json("Fused_GeLU_bench", n, 1, b.data, o)};
-	free(o);
-	kc_buf_free(&b);
+	float *in[4], *out[3], *ref[3];
+	for (int i = 0; i < 4; i++) {
+		in[i] = fbuf(n);
+		fill(in[i], n, 61 + (uint32_t)i, 0.25f, 2.25f);
+	}
+	for (int i = 0; i < 3; i++)
+		out[i] = fbuf(n), ref[i] = fbuf(n);
+	char sh[32];
+	snprintf(sh, sizeof sh, "[%lld]", (long long)n);
+	for (int c = 0; c < 3; c++) {
+		Gb g = {0};
+		const char *name = c == 0 ? "GeLU" : c == 1 ? "Sigmoid" : "Adam";
+		int nin = c == 2 ? 4 : 1, nout = c == 2 ? 3 : 1;
+		for (int i = 0; i < nin; i++) {
+			char nm[16];
+			snprintf(nm, sizeof nm, "input_%d", i);
+			gb_input(&g, nm, sh);
+		}
+		if (c == 0) {
+			gb_gelu(&g, "input_0", "y", sh);
+			gb_output(&g, "y");
+			for (int64_t i = 0; i < n; i++)
+				ref[0][i] = (float)gelu_d(in[0][i]);
+		} else if (c == 1) {
+			gb_op(&g, "Neg", "null", "t0", sh, 1, "input_0");
+			gb_op(&g, "Exp", "null", "t1", sh, 1, "t0");
+			gb_op(&g, "Add", "null", "t2", sh, 2, "t1", "#1.0");
+			gb_op(&g, "RealDiv", "null", "y", sh, 2, "#1.0", "t2");
+			gb_output(&g, "y");
+			for (int64_t i = 0; i < n; i++)
+				ref[0][i] = (float)(1.0 / (1.0 + exp(-(double)in[0][i])));
+		} else {
+			/* input_0 = param, input_1 = m, input_2 = v, input_3 = grad */
+			gb_op(&g, "Mul", "null", "m0", sh, 2, "input_1", "#0.9");
+			gb_op(&g, "Mul", "null", "m1", sh, 2, "input_3", "#0.1");
+			gb_op(&g, "Add", "null", "m", sh, 2, "m0", "m1");
+			gb_op(&g, "Mul", "null", "v0", sh, 2, "input_2", "#0.999");
+			gb_op(&g, "Mul", "null", "g2", sh, 2, "input_3", "input_3");
+			gb_op(&g, "Mul", "null", "v1", sh, 2, "g2", "#0.001");
+			gb_op(&g, "Add", "null", "v", sh, 2, "v0", "v1");
+			gb_op(&g, "Sqrt", "null", "s", sh, 1, "v");
+			gb_op(&g, "Add", "null", "s1", sh, 2, "s", "#1e-8");
+			gb_op(&g, "RealDiv", "null", "u", sh, 2, "m", "s1");
+			gb_op(&g, "Mul", "null", "u1", sh, 2, "u", "#0.001");
+			gb_op(&g, "Sub", "null", "p", sh, 2, "input_0", "u1");
+			gb_output(&g, "p");
+			gb_output(&g, "m");
+			gb_output(&g, "v");
+			for (int64_t i = 0; i < n; i++) {
+				double m = 0.9 * in[1][i] + 0.1 * in[3][i];
+				double v = 0.999 * in[2][i] + 0.001 * (double)in[3][i] * in[3][i];
+				ref[0][i] = (float)(in[0][i] - 0.001 * (m / (sqrt(v) + 1e-8)));
+				ref[1][i] = (float)m;
+				ref[2][i] = (float)v;
+			}
+		}
+		char opname[64];
+		snprintf(opname, sizeof opname, "Fused_%s_kbench", name);
+		char *json = gb_take(&g, opname);
+		Kernel k;
+		kernel_build(json, &k);
+		free(json);
+		void *args[7];
+		for (int i = 0; i < nin; i++)
+			args[i] = in[i];
+		for (int i = 0; i < nout; i++)
+			args[nin + i] = out[i];
+		Check ck = {nout, {out[0], out[1], out[2]}, {ref[0], ref[1], ref[2]}, {n, n, n}};
+		double bytes = 4.0 * (double)n * (nin + nout);
+		char shape[32];
+		snprintf(shape, sizeof shape, "%lld", (long long)n);
+		for (int t = 1; t <= 2; t++) {
+			Meas km = measure_kernel(&k, t, args, &ck);
+			Meas tm = {.ok = true, .t = 1.0};
+			double gbs = triad_gbs((int64_t)bytes, t);
+			row(name, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s",
+			    "ref double C");
+			/* bench/run turns this into the row against numpy (unfused) */
+			if (km.ok && km.err <= TOL)
+				printf("@numpy %s %lld %d %.9g %.0f %.3f %.1e\n", name, (long long)n, t, km.t, bytes,
+				       k.compile_ms, km.err);
+			else
+				printf("@numpy %s %lld %d - %.0f - -\n", name, (long long)n, t, bytes);
+		}
+		kernel_free(&k);
+	}
+	for (int i = 0; i < 4; i++)
+		free(in[i]);
+	for (int i = 0; i < 3; i++)
+		free(out[i]), free(ref[i]);
+}
 
-	op2(&b, "Neg", "in0", NULL, "t0", n);
-	op2(&b, "Exp", "t0", NULL, "t1", n);
-	op2(&b, "Add", "t1", "#1.0", "t2", n);
-	op2(&b, "RealDiv", "#1.0", "t2", "y", n);
-	o = outs_json(gy, 1, n);
-	out[1] = (Chain){"Sigmoid", 1, 1, chain_json("Fused_Sigmoid_bench", n, 1, b.data, o)};
-	free(o);
-	kc_buf_free(&b);
+/* ---- main ------------------------------------------------------------------------------- */
 
-	/* in0 = param, in1 = m, in2 = v, in3 = grad */
-	op2(&b, "Mul", "in1", "#0.9", "m0", n);
-	op2(&b, "Mul", "in3", "#0.1", "m1", n);
-	op2(&b, "Add", "m0", "m1", "m", n);
-	op2(&b, "Mul", "in2", "#0.999", "v0", n);
-	op2(&b, "Mul", "in3", "in3", "g2", n);
-	op2(&b, "Mul", "g2", "#0.001", "v1", n);
-	op2(&b, "Add", "v0", "v1", "v", n);
-	op2(&b, "Sqrt", "v", NULL, "s", n);
-	op2(&b, "Add", "s", "#1e-8", "s1", n);
-	op2(&b, "RealDiv", "m", "s1", "u", n);
-	op2(&b, "Mul", "u", "#0.001", "u1", n);
-	op2(&b, "Sub", "in0", "u1", "p", n);
-	const char *ay[] = {"p", "m", "v"};
-	o = outs_json(ay, 3, n);
-	out[2] = (Chain){"Adam", 4, 3, chain_json("Fused_Adam_bench", n, 4, b.data, o)};
-	free(o);
-	kc_buf_free(&b);
+static const MmSpec g_mm[] = {
+	{1, 1, 1000, 2048, true, "dense layer as MindSpore sends it"},
+	{1, 128, 768, 768, false, NULL},
+	{1, 128, 3072, 768, false, NULL},
+	{1, 128, 768, 3072, false, NULL},
+	{1, 512, 768, 768, false, NULL},
+	{1, 1024, 1024, 1024, false, NULL},
+	{12, 128, 128, 64, true, "attention q k^T"},
+	{12, 128, 64, 128, false, "attention p v"},
+};
+
+static bool
+want(const char *only, const char *section)
+{
+	if (!only)
+		return true;
+	size_t n = strlen(section);
+	for (const char *p = only; (p = strstr(p, section)); p += n)
+		if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+			return true;
+	return false;
 }
 
 int
 main(int argc, char **argv)
 {
 	bool quick = false;
-	const char *tname = "cpu";
+	const char *tname = "cpu", *only = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
 			quick = true;
 		else if (!strcmp(argv[i], "--target") && i + 1 < argc)
 			tname = argv[++i];
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
 		else {
-			fprintf(stderr, "usage: kbench [--quick] [--target NAME]\n");
+			fprintf(stderr, "usage: kbench [--quick] [--target NAME] [--only matmul,fused,norm,layout,elementwise]\n");
 			return 2;
 		}
 	}
 	kc_compiler_init();
-	KcTarget t;
 	KcErr err = {0};
-	if (kc_target_resolve(tname, &t, &err) != KC_OK) {
+	if (kc_target_resolve(tname, &g_target, &err) != KC_OK) {
 		fprintf(stderr, "kbench: %s\n", err.msg);
 		return 2;
 	}
-	double budget = quick ? 0.1 : 0.4;
-	int64_t sizes[2] = {1 << 20, 16 << 20};
+	if (quick)
+		g_budget = 0.1, g_min_samples = 3;
+	Pool pools[3];
+	for (int t = 1; t <= 2; t++)
+		pool_init(&pools[t], &g_rt[t], t);
 
-	printf("| row | size | threads | kcsd | peer | ratio | note |\n|---|---:|---:|---:|---:|---:|---|\n");
-	for (int si = 0; si < 2; si++) {
-		int64_t n = sizes[si];
-		float *buf[8];
-		for (int i = 0; i < 8; i++) {
-			buf[i] = aligned_alloc(64, (size_t)n * 4);
-			for (int64_t j = 0; j < n; j++)
-				buf[i][j] = (float)((j * 7 + i * 13) % 1000) / 500.0f + 0.25f;
-		}
-		Chain ch[3];
-		make_chains(n, ch);
-		for (int threads = 1; threads <= 2; threads++) {
-			Pool pool;
-			KcsRuntime rt;
-			pool_init(&pool, &rt, threads);
-			Triad tr = {buf[0], buf[1], buf[2], n, &rt};
-			double ttri = time_median(triad_run, &tr, budget);
-			double triad_gbs = 12.0 * (double)n / ttri / 1e9;
-			printf("| STREAM triad | %lld | %d | | %.1f GB/s | | a = b + s*c |\n", (long long)n,
-			       threads, triad_gbs);
-			for (int c = 0; c < 3; c++) {
-				Kernel k;
-				if (!kernel_build(ch[c].json, &t, &k))
-					continue;
-				void *args[8];
-				for (int i = 0; i < ch[c].nin + ch[c].nout; i++)
-					args[i] = buf[i + 1];
-				KRun r = {&k, &rt, args};
-				double tk = time_median(kernel_run, &r, budget);
-				double gbs = 4.0 * (double)n * (ch[c].nin + ch[c].nout) / tk / 1e9;
-				printf("| %s (vs triad) | %lld | %d | %.1f GB/s | %.1f GB/s | %.2f | cold compile %.1f ms |\n",
-				       ch[c].name, (long long)n, threads, gbs, triad_gbs, gbs / triad_gbs,
-				       k.compile_ms);
-				printf("@time %s %lld %d %.9f\n", ch[c].name, (long long)n, threads, tk);
-				dlclose(k.dl);
-			}
-			pool_fini(&pool);
-		}
-		for (int c = 0; c < 3; c++)
-			free(ch[c].json);
-		for (int i = 0; i < 8; i++)
-			free(buf[i]);
+	printf("@info target %s\n", g_target.name);
+	printf("@info kcsd threads: a KcsRuntime pthread pool of n threads (the calling thread is one of them)\n");
+	printf("@info openblas %s; threads: openblas_set_num_threads(n)\n", ob_describe());
+	printf("@info onednn %s; threads: %s\n", one_describe(), one_threads_how());
+	defn("kcsd: every kernel is compiled once per workload, cold, in this process (parse + kc_compile: "
+	     "lower, schedule, LLVM O3, object, in-process link; the \"kcsd cold compile\" column), with "
+	     "the default schedule (no tuning); its rows at 1 and 2 threads share that compile.");
+	defn("kcsd err: max |kcsd - ref| / max |ref| over the outputs of kcsd's first call at that thread "
+	     "count (outputs NaN-filled before it), against the reference the note names (ref); above "
+	     "%.0e the entry reads **WRONG** and has no speed. Peers' outputs are checked against the same "
+	     "reference and the note says when one differs.",
+	     TOL);
+	defn("noisy: the note says so when the interquartile range of a row's samples passes %.0f%% of "
+	     "their median (another process took the CPU during them).",
+	     100 * NOISY);
+	if (want(only, "matmul") || want(only, "fused"))
+		defn("MatMul (M,N,K): a[M,K] times b[K,N], float32 row-major, one composite with one MatMul op "
+		     "(attrs as MindSpore writes them); b^T: b stored [N,K] with transpose_b = true (the dense "
+		     "layer: x[1,2048] times weight[1000,2048]). BatchMatMul (B,M,N,K): the same per batch "
+		     "(attention: q k^T with transpose_b, then p v). GFLOP/s = 2 B M N K / time. Peers: OpenBLAS "
+		     "cblas_sgemm (BatchMatMul: a loop of B sgemm calls) and oneDNN's matmul primitive (3-D for "
+		     "BatchMatMul); impl is the implementation oneDNN chose.");
+	if (want(only, "fused"))
+		defn("MatMul+bias+GeLU (fused): one composite, MatMul x[128,768] times w[768,3072], Add "
+		     "bias[3072] broadcast over rows, then the GeLU tanh chain as MindSpore writes it "
+		     "(Fused_BiasAdd_GeLU: Mul, Mul, Mul 0.044715, Add, Mul 0.79788458, Tanh, Add 1, Mul, Mul 0.5). "
+		     "Peers: OpenBLAS sgemm followed by a separate epilogue pass, a plain C loop y = "
+		     "gelu_tanh(c + bias) in place over C (bench/epilogue.c, gcc -O3 -march=native -ffast-math, "
+		     "vectorised with glibc's libmvec tanhf; its rows split over the same thread pool as kcsd's); "
+		     "and one oneDNN matmul primitive with the bias and an eltwise_gelu_tanh post-op. Reference: "
+		     "the reference product, then bias + GeLU in double. GFLOP/s counts the matmul's 2 M N K only.");
+	if (want(only, "norm"))
+		defn("Softmax: ReduceMax, Sub, Exp, ReduceSum, RealDiv over the last axis of [1536,128] (12 heads "
+		     "x 128 rows of attention scores), the op structure of Fused_Softmax. LayerNorm: over the "
+		     "last axis of [R,768] with gamma and beta, MindSpore's fused structure: ReduceSum, Mul 1/N "
+		     "(mean), Sub, Mul, ReduceSum, Mul 1/N (variance), Add eps (1e-7), Rsqrt, Mul, Mul gamma, Add "
+		     "beta; only y is output. GB/s = bytes read + written (x, y, and gamma, beta) / time. Peers: "
+		     "oneDNN softmax and layer_normalization (scale and shift) forward_inference primitives.");
+	if (want(only, "layout") || want(only, "elementwise"))
+		defn("Transpose, ReduceSum and the elementwise chains move data and compute little: GB/s = "
+		     "bytes of the inputs read + outputs written, once each, / time; the peer is a STREAM triad "
+		     "a = b + 3c (bench/kref.c, gcc -O3 -march=native, on the same thread pool) over arrays "
+		     "sized to move the same number of bytes, measured in this run (the bandwidth roofline at "
+		     "that footprint). ReduceSum over axis [0,1] gives [1].");
+	if (want(only, "elementwise"))
+		defn("GeLU: the tanh chain above on one [n] input; Sigmoid: Neg, Exp, Add 1, RealDiv 1 / .; "
+		     "Adam: an Adam-like update, 4 inputs (param, m, v, grad) and 3 outputs (param, m, v), 12 "
+		     "ops including Sqrt and RealDiv; n = 1M and 16M float32.");
+	printf("| workload | shape | threads | kcsd | peer | peer result | kcsd / peer | kcsd cold compile | kcsd err | note |\n"
+	       "|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
+	fflush(stdout);
+
+	if (want(only, "matmul"))
+		for (size_t i = 0; i < sizeof g_mm / sizeof g_mm[0]; i++)
+			bench_matmul(&g_mm[i], false);
+	if (want(only, "fused")) {
+		MmSpec f = {1, 128, 3072, 768, false, NULL};
+		bench_matmul(&f, true);
+	}
+	if (want(only, "norm")) {
+		bench_softmax(1536, 128);
+		bench_layernorm(128, 768);
+		bench_layernorm(4096, 768);
+	}
+	if (want(only, "layout")) {
+		static const int d2[] = {4096, 4096}, p2[] = {1, 0};
+		static const int d4[] = {64, 128, 12, 64}, p4[] = {0, 2, 1, 3};
+		bench_transpose(2, d2, p2);
+		bench_transpose(4, d4, p4);
+		bench_reduce(4096, 4096, 1);
+		bench_reduce(4096, 4096, 0);
+		bench_reduce(4096, 4096, 2);
+	}
+	if (want(only, "elementwise")) {
+		bench_elementwise(1 << 20);
+		bench_elementwise(16 << 20);
+	}
+	for (int t = 1; t <= 2; t++)
+		pool_fini(&pools[t]);
+	if (g_wrong) {
+		fprintf(stderr, "kbench: %d kcsd measurement(s) with a WRONG output\n", g_wrong);
+		return 3;
 	}
 	return 0;
 }
