@@ -504,9 +504,14 @@ typedef struct Kernel {
 	char why[512];     /* when fn is NULL */
 } Kernel;
 
+/* Compiles and loads one workload's kernel. First prints "@start
+ * WORKLOAD|SHAPE", so bench/run can say which workload was running if
+ * kbench dies (a kernel that crashes takes the process with it). */
 static bool
-kernel_build(const char *json, Kernel *k)
+kernel_build(const char *wl, const char *shape, const char *json, Kernel *k)
 {
+	printf("@start %s|%s\n", wl, shape);
+	fflush(stdout);
 	CompileCtx *c = compile_ctx_new();
 	KcGraph *g = NULL;
 	KcErr err = {0};
@@ -812,14 +817,14 @@ bench_matmul(const MmSpec *s, bool fused)
 		for (int64_t i = 0; i < nc; i++)
 			ref[i] = (float)gelu_d((double)ref[i] + bias[i % s->N]);
 
-	char *json = mm_json(s, fused);
-	Kernel k;
-	kernel_build(json, &k);
-	free(json);
 	char shape[64], note[300];
 	mm_shape(shape, sizeof shape, s);
 	double flops = 2.0 * s->B * s->M * s->N * s->K;
 	const char *wl = fused ? "MatMul+bias+GeLU (fused)" : s->B > 1 ? "BatchMatMul" : "MatMul";
+	char *json = mm_json(s, fused);
+	Kernel k;
+	kernel_build(wl, shape, json, &k);
+	free(json);
 	void *args[4] = {a, b, fused ? (void *)bias : (void *)ck, ck};
 	Check cc = {1, {ck}, {ref}, {nc}}, pc = {1, {cp}, {ref}, {nc}};
 
@@ -891,14 +896,14 @@ bench_softmax(int rows, int cols)
 	gb_op(&g, "RealDiv", "null", "output_0_4", sh, 2, "output_0_2", "output_0_3");
 	gb_output(&g, "output_0_4");
 	char *json = gb_take(&g, "Fused_Softmax_kbench");
+	char shape[64], note[300];
+	snprintf(shape, sizeof shape, "%dx%d", rows, cols);
 	Kernel k;
-	kernel_build(json, &k);
+	kernel_build("Softmax", shape, json, &k);
 	free(json);
 	void *args[2] = {x, y};
 	Check cc = {1, {y}, {ref}, {n}}, pc = {1, {yp}, {ref}, {n}};
 	double bytes = 2.0 * 4 * n;
-	char shape[64], note[300];
-	snprintf(shape, sizeof shape, "%dx%d", rows, cols);
 	for (int t = 1; t <= 2; t++) {
 		Meas km = measure_kernel(&k, t, args, &cc), dm;
 		char why[200] = "", impl[64] = "";
@@ -964,14 +969,14 @@ bench_layernorm(int rows, int cols)
 	gb_op(&g, "Add", "null", "output_0_10", sh, 2, "output_0_9", "input_2");
 	gb_output(&g, "output_0_10");
 	char *json = gb_take(&g, "Fused_LayerNorm_kbench");
+	char shape[64], note[300];
+	snprintf(shape, sizeof shape, "%dx%d", rows, cols);
 	Kernel k;
-	kernel_build(json, &k);
+	kernel_build("LayerNorm", shape, json, &k);
 	free(json);
 	void *args[4] = {x, gamma, beta, y};
 	Check cc = {1, {y}, {ref}, {n}}, pc = {1, {yp}, {ref}, {n}};
 	double bytes = 4.0 * (2.0 * n + 2.0 * cols);
-	char shape[64], note[300];
-	snprintf(shape, sizeof shape, "%dx%d", rows, cols);
 	for (int t = 1; t <= 2; t++) {
 		Meas km = measure_kernel(&k, t, args, &cc), dm;
 		char why[200] = "", impl[64] = "";
@@ -998,7 +1003,7 @@ bandwidth_rows(const char *wl, const char *shape, const char *json, void **args,
 	       double bytes, const char *note)
 {
 	Kernel k;
-	kernel_build(json, &k);
+	kernel_build(wl, shape, json, &k);
 	for (int t = 1; t <= 2; t++) {
 		Meas km = measure_kernel(&k, t, args, ck);
 		Meas tm = {.ok = true, .t = 1.0};
@@ -1155,8 +1160,10 @@ bench_elementwise(int64_t n)
 		char opname[64];
 		snprintf(opname, sizeof opname, "Fused_%s_kbench", name);
 		char *json = gb_take(&g, opname);
+		char shape[32];
+		snprintf(shape, sizeof shape, "%lld", (long long)n);
 		Kernel k;
-		kernel_build(json, &k);
+		kernel_build(name, shape, json, &k);
 		free(json);
 		void *args[7];
 		for (int i = 0; i < nin; i++)
@@ -1165,8 +1172,6 @@ bench_elementwise(int64_t n)
 			args[nin + i] = out[i];
 		Check ck = {nout, {out[0], out[1], out[2]}, {ref[0], ref[1], ref[2]}, {n, n, n}};
 		double bytes = 4.0 * (double)n * (nin + nout);
-		char shape[32];
-		snprintf(shape, sizeof shape, "%lld", (long long)n);
 		for (int t = 1; t <= 2; t++) {
 			Meas km = measure_kernel(&k, t, args, &ck);
 			Meas tm = {.ok = true, .t = 1.0};
