@@ -225,7 +225,7 @@ time_median(RunFn fn, void *arg, double *spread)
 			s[j - 1] = x;
 		}
 	if (spread)
-		*spread = (s[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1] - s[n / 4]) / s[n / 2];
+		*spread = (s[(3 * n) / 4] - s[n / 4]) / s[n / 2];
 	return s[n / 2];
 }
 
