@@ -610,42 +610,69 @@ thr(char *s, size_t n, const Meas *m, double work, const char *unit)
 		snprintf(s, n, "—");
 }
 
+/* Appends "; " (unless s is empty) and the formatted text to s, truncating. */
+static void KC_PRINTF(3, 4)
+note_add(char *s, size_t n, const char *fmt, ...)
+{
+	size_t o = strlen(s);
+	if (o && o + 2 < n)
+		memcpy(s + o, "; ", 3), o += 2;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s + o, n - o, fmt, ap);
+	va_end(ap);
+}
+
+/* The note for a 2-thread measurement m much slower than the same
+ * implementation's 1-thread m1: on a shared machine that means one of its
+ * threads was descheduled, not that 2 threads are slow. */
+static void
+note_slower(char *s, size_t n, const char *who, const Meas *m, const Meas *m1)
+{
+	if (m1 && m1->ok && m->ok && m->t > 2 * m1->t)
+		note_add(s, n, "%s %.0fx slower on 2 threads than on 1 (a thread descheduled?)", who,
+			 m->t / m1->t);
+}
+
 /* One table row: kcsd's measurement km (work kw) against one peer's pm
- * (work pw: the same work, except for the triad). */
+ * (work pw: the same work, except for the triad). km1 and pm1: the same
+ * implementations at 1 thread, on the 2-thread rows (else NULL). */
 static void
 row(const char *wl, const char *shape, int t, const Kernel *k, const Meas *km, double kw,
-    const char *peer, const Meas *pm, double pw, const char *unit, const char *note)
+    const char *peer, const Meas *pm, double pw, const char *unit, const char *note,
+    const Meas *km1, const Meas *pm1)
 {
-	char ks[64], ps[64], ratio[32] = "—", comp[32] = "—", err[48] = "—", nt[700];
+	char ks[64], ps[64], ratio[32] = "—", comp[32] = "—", err[48] = "—", nt[800];
 	bool wrong = km->ok && !(km->err <= TOL);
+	bool peer_wrong = pm->ok && !(pm->err <= TOL);
 	thr(ks, sizeof ks, km, kw, unit);
 	thr(ps, sizeof ps, pm, pw, unit);
 	if (km->ok)
 		snprintf(err, sizeof err, "%.1e", km->err);
 	if (wrong)
 		snprintf(ks, sizeof ks, "**WRONG**");
-	if (km->ok && pm->ok && !wrong && pm->err <= TOL)
+	if (km->ok && pm->ok && !wrong && !peer_wrong)
 		snprintf(ratio, sizeof ratio, "%.2f", (kw / km->t) / (pw / pm->t));
 	if (k && k->fn)
 		snprintf(comp, sizeof comp, "%.0f ms (cpu %.0f)", k->compile_ms, k->compile_cpu_ms);
-	int o = snprintf(nt, sizeof nt, "%s", note ? note : "");
+	bool missing = !pm->ok && strstr(pm->why, "not installed");
+	if (!pm->ok)
+		snprintf(ps, sizeof ps, missing ? "not installed" : "not measured");
+
+	snprintf(nt, sizeof nt, "%s", note ? note : "");
 	if (!km->ok)
-		o += snprintf(nt + o, sizeof nt - (size_t)o, "%skcsd not measured: %s", o ? "; " : "", km->why);
+		note_add(nt, sizeof nt, "kcsd not measured: %s", km->why);
 	if (wrong)
-		o += snprintf(nt + o, sizeof nt - (size_t)o, "%skcsd output wrong (err %.1e > %.0e)",
-			      o ? "; " : "", km->err, TOL);
-	if (!pm->ok && !strstr(pm->why, "not installed"))
-		o += snprintf(nt + o, sizeof nt - (size_t)o, "%s%s: %s", o ? "; " : "", peer, pm->why);
+		note_add(nt, sizeof nt, "kcsd output wrong (err %.1e > %.0e)", km->err, TOL);
+	if (!pm->ok && !missing)
+		note_add(nt, sizeof nt, "%s: %s", peer, pm->why);
+	if (peer_wrong)
+		note_add(nt, sizeof nt, "%s output differs from the reference (err %.1e)", peer, pm->err);
 	if ((km->ok && km->spread > NOISY) || (pm->ok && pm->spread > NOISY))
-		o += snprintf(nt + o, sizeof nt - (size_t)o, "%snoisy: IQR/median kcsd %.0f%%, peer %.0f%%",
-			      o ? "; " : "", 100 * km->spread, 100 * pm->spread);
-	else if (!(pm->err <= TOL))
-		o += snprintf(nt + o, sizeof nt - (size_t)o, "%s%s output differs from the reference (err %.1e)",
-			      o ? "; " : "", peer, pm->err);
-	if (!pm->ok && !strstr(pm->why, "installed"))
-		snprintf(ps, sizeof ps, "not measured");
-	else if (!pm->ok)
-		snprintf(ps, sizeof ps, "not installed");
+		note_add(nt, sizeof nt, "noisy: IQR/median kcsd %.0f%%, peer %.0f%%", 100 * km->spread,
+			 100 * pm->spread);
+	note_slower(nt, sizeof nt, "kcsd", km, km1);
+	note_slower(nt, sizeof nt, "peer", pm, pm1);
 	if (wrong)
 		g_wrong++;
 	printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", wl, shape, t, ks, peer, ps, ratio,
@@ -840,8 +867,9 @@ bench_matmul(const MmSpec *s, bool fused)
 	void *args[4] = {a, b, fused ? (void *)bias : (void *)ck, ck};
 	Check cc = {1, {ck}, {ref}, {nc}}, pc = {1, {cp}, {ref}, {nc}};
 
+	Meas kms[3], oms[3], dms[3];
 	for (int t = 1; t <= 2; t++) {
-		Meas km = measure_kernel(&k, t, args, &cc);
+		Meas km = kms[t] = measure_kernel(&k, t, args, &cc);
 
 		/* OpenBLAS: sgemm (a loop over the batch), + the epilogue pass */
 		Meas om;
@@ -854,9 +882,10 @@ bench_matmul(const MmSpec *s, bool fused)
 			if (t > 1) /* let its spinning workers go to sleep */
 				sleep_s(0.15);
 		}
+		oms[t] = om;
 		note_join(note, sizeof note, s->note, "", refname);
 		row(wl, shape, t, &k, &km, flops, fused ? "OpenBLAS sgemm + C epilogue" : "OpenBLAS sgemm", &om,
-		    flops, "GFLOP/s", note);
+		    flops, "GFLOP/s", note, t > 1 ? &kms[1] : NULL, t > 1 ? &oms[1] : NULL);
 
 		/* oneDNN matmul (fused: bias + gelu_tanh post-op in one primitive) */
 		Meas dm;
@@ -869,9 +898,10 @@ bench_matmul(const MmSpec *s, bool fused)
 			dm = measure_onednn(one_matmul(s->B, s->M, s->N, s->K, s->tb, a, b, fused ? bias : NULL,
 						       fused, cp, why, sizeof why),
 					    why, &pc, impl, sizeof impl);
+		dms[t] = dm;
 		note_join(note, sizeof note, s->note, impl, refname);
 		row(wl, shape, t, &k, &km, flops, fused ? "oneDNN matmul+bias+gelu" : "oneDNN matmul", &dm,
-		    flops, "GFLOP/s", note);
+		    flops, "GFLOP/s", note, t > 1 ? &kms[1] : NULL, t > 1 ? &dms[1] : NULL);
 	}
 	kernel_free(&k);
 	free(a), free(b), free(bias), free(ref), free(ck), free(cp);
@@ -916,8 +946,9 @@ bench_softmax(int rows, int cols)
 	void *args[2] = {x, y};
 	Check cc = {1, {y}, {ref}, {n}}, pc = {1, {yp}, {ref}, {n}};
 	double bytes = 2.0 * 4 * n;
+	Meas kms[3], dms[3];
 	for (int t = 1; t <= 2; t++) {
-		Meas km = measure_kernel(&k, t, args, &cc), dm;
+		Meas km = kms[t] = measure_kernel(&k, t, args, &cc), dm;
 		char why[200] = "", impl[64] = "";
 		if (one_missing())
 			dm = not_measured("%s", one_missing());
@@ -927,7 +958,9 @@ bench_softmax(int rows, int cols)
 			dm = measure_onednn(one_softmax(rows, cols, x, yp, why, sizeof why), why, &pc, impl,
 					    sizeof impl);
 		note_join(note, sizeof note, NULL, impl, "double C");
-		row("Softmax", shape, t, &k, &km, bytes, "oneDNN softmax", &dm, bytes, "GB/s", note);
+		dms[t] = dm;
+		row("Softmax", shape, t, &k, &km, bytes, "oneDNN softmax", &dm, bytes, "GB/s", note,
+		    t > 1 ? &kms[1] : NULL, t > 1 ? &dms[1] : NULL);
 	}
 	kernel_free(&k);
 	free(x), free(ref), free(y), free(yp);
@@ -989,8 +1022,9 @@ bench_layernorm(int rows, int cols)
 	void *args[4] = {x, gamma, beta, y};
 	Check cc = {1, {y}, {ref}, {n}}, pc = {1, {yp}, {ref}, {n}};
 	double bytes = 4.0 * (2.0 * n + 2.0 * cols);
+	Meas kms[3], dms[3];
 	for (int t = 1; t <= 2; t++) {
-		Meas km = measure_kernel(&k, t, args, &cc), dm;
+		Meas km = kms[t] = measure_kernel(&k, t, args, &cc), dm;
 		char why[200] = "", impl[64] = "";
 		if (one_missing())
 			dm = not_measured("%s", one_missing());
@@ -1000,8 +1034,9 @@ bench_layernorm(int rows, int cols)
 			dm = measure_onednn(one_layernorm(rows, cols, eps, x, gamma, beta, yp, why, sizeof why),
 					    why, &pc, impl, sizeof impl);
 		note_join(note, sizeof note, NULL, impl, "double C");
+		dms[t] = dm;
 		row("LayerNorm", shape, t, &k, &km, bytes, "oneDNN layer_normalization", &dm, bytes, "GB/s",
-		    note);
+		    note, t > 1 ? &kms[1] : NULL, t > 1 ? &dms[1] : NULL);
 	}
 	kernel_free(&k);
 	free(x), free(gamma), free(beta), free(ref), free(y), free(yp);
@@ -1016,11 +1051,13 @@ bandwidth_rows(const char *wl, const char *shape, const char *json, void **args,
 {
 	Kernel k;
 	kernel_build(wl, shape, json, &k);
+	Meas kms[3];
 	for (int t = 1; t <= 2; t++) {
-		Meas km = measure_kernel(&k, t, args, ck);
+		Meas km = kms[t] = measure_kernel(&k, t, args, ck);
 		Meas tm = {.ok = true, .t = 1.0};
 		double gbs = triad_gbs((int64_t)bytes, t);
-		row(wl, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s", note);
+		row(wl, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s", note,
+		    t > 1 ? &kms[1] : NULL, NULL);
 	}
 	kernel_free(&k);
 }
@@ -1184,12 +1221,13 @@ bench_elementwise(int64_t n)
 			args[nin + i] = out[i];
 		Check ck = {nout, {out[0], out[1], out[2]}, {ref[0], ref[1], ref[2]}, {n, n, n}};
 		double bytes = 4.0 * (double)n * (nin + nout);
+		Meas kms[3];
 		for (int t = 1; t <= 2; t++) {
-			Meas km = measure_kernel(&k, t, args, &ck);
+			Meas km = kms[t] = measure_kernel(&k, t, args, &ck);
 			Meas tm = {.ok = true, .t = 1.0};
 			double gbs = triad_gbs((int64_t)bytes, t);
 			row(name, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s",
-			    "ref double C");
+			    "ref double C", t > 1 ? &kms[1] : NULL, NULL);
 			/* bench/run turns this into the row against numpy (unfused) */
 			if (km.ok && km.err <= TOL)
 				printf("@numpy %s %lld %d %.9g %.0f %.0f|%.0f %.1e\n", name, (long long)n, t, km.t,
@@ -1286,7 +1324,10 @@ main(int argc, char **argv)
 	     "reference and the note says when one differs.",
 	     TOL);
 	defn("noisy: the note says so when the interquartile range of a row's samples passes %.0f%% of "
-	     "their median (another process took the CPU during them).",
+	     "their median (another process took the CPU during them); \"Nx slower on 2 threads than on "
+	     "1\": an implementation's 2-thread time is more than twice its 1-thread time, which on a "
+	     "shared machine means one of its threads waited to be scheduled (OpenMP threads that spin "
+	     "while idle suffer most: see bench/run --omp-wait-policy).",
 	     100 * NOISY);
 	if (want(only, "matmul") || want(only, "fused"))
 		defn("MatMul (M,N,K): a[M,K] times b[K,N], float32 row-major, one composite with one MatMul op "
