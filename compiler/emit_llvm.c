@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loopnest.h"
+#include "emit.h"
 
 /* kcs-cpu-v1 KcsRuntime field offsets (LP64) */
 #define RT_VERSION 0
@@ -38,22 +38,6 @@
 #define RT_NUM_THREADS 40
 #define CHUNK_ALIGN 64 /* elements; task boundaries of a flat loop */
 
-typedef struct Em {
-	const LoopNest *ln;
-	LLVMContextRef ctx;
-	LLVMModuleRef mod;
-	LLVMBuilderRef b;
-	LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
-	LLVMValueRef fn;    /* function being built */
-	LLVMValueRef *bufp; /* per buffer: its pointer in the body */
-	LLVMValueRef *var;  /* per loop var: its current value */
-	LLVMValueRef *memo; /* per expr id, reset per stage */
-	int vw;             /* vector width of the innermost loop (1: scalar) */
-	bool math_inline;   /* few math ops: inline them (see math_inline) */
-	LLVMValueRef acc;   /* register reduction accumulator (alloca) */
-	int body;           /* EB_*: what the innermost body of emit_loops does */
-	KcErr *err;
-} Em;
 
 /* Innermost bodies: a stage's stores; a register reduction's step; an
  * outer-axis reduction's accumulator init, step and final store. */
@@ -268,6 +252,8 @@ static LLVMValueRef
 emit_load(Em *E, const LnExpr *e)
 {
 	KcDtype dt = E->ln->bufs[e->buf].dtype;
+	if (e->buf == E->tile_buf && !e->dyn) /* a GEMM epilogue reading C */
+		return E->tile_val;
 	LLVMValueRef p = elem_ptr(E, e->buf, e->idx);
 	if (e->dyn) {
 		LLVMBuilderRef b = E->b;
@@ -893,8 +879,8 @@ emit_body(Em *E, const LnStage *st, const char *symbol)
 	}
 	E->fn = fn;
 	LLVMPositionBuilderAtEnd(E->b, LLVMAppendBasicBlockInContext(E->ctx, fn, "entry"));
-	if (!emit_loops(E, st, 0, LLVMGetParam(fn, (unsigned)nb),
-	                LLVMGetParam(fn, (unsigned)nb + 1)))
+	LLVMValueRef lo = LLVMGetParam(fn, (unsigned)nb), hi = LLVMGetParam(fn, (unsigned)nb + 1);
+	if (st->gemm ? !emit_gemm(E, st, lo, hi) : !emit_loops(E, st, 0, lo, hi))
 		return NULL;
 	LLVMBuildRetVoid(E->b);
 	return fn;
@@ -944,7 +930,7 @@ emit_task(Em *E, const LnStage *st, LLVMValueRef body, const char *symbol)
 	LLVMValueRef t1 = LLVMBuildAdd(b, t, LLVMConstInt(E->i64, 1, 0), "");
 	LLVMValueRef lo = LLVMBuildSDiv(b, LLVMBuildMul(b, t, E0, ""), n, "");
 	LLVMValueRef hi = LLVMBuildSDiv(b, LLVMBuildMul(b, t1, E0, ""), n, "");
-	if (p == st->nloops - 1) { /* keep task boundaries vector-aligned */
+	if (p == st->nloops - 1 && !st->gemm) { /* keep task boundaries vector-aligned */
 		LLVMValueRef mask = LLVMConstInt(E->i64, ~(unsigned long long)(CHUNK_ALIGN - 1), 1);
 		lo = LLVMBuildAnd(b, lo, mask, "");
 		hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, t1, n, ""), E0,
@@ -1036,6 +1022,7 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	E->mod = mod;
 	E->ctx = LLVMGetModuleContext(mod);
 	E->err = err;
+	E->tile_buf = -1;
 	E->b = LLVMCreateBuilderInContext(E->ctx);
 	E->i1 = LLVMInt1TypeInContext(E->ctx);
 	E->i8 = LLVMInt8TypeInContext(E->ctx);
@@ -1065,7 +1052,9 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 		bool empty = false;
 		for (int l = 0; l < sg->nloops; l++)
 			empty |= sg->loops[l].extent == 0;
-		if (empty) { /* zero elements: no code (inner loops assume trips) */
+		if (empty || sg->fused_into >= 0) { /* zero elements: no code (inner
+			                                    * loops assume trips); a fused
+			                                    * epilogue runs in its GEMM */
 			tasks[s] = NULL;
 			continue;
 		}
@@ -1219,4 +1208,30 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 done:
 	LLVMDisposeBuilder(E->b);
 	return st;
+}
+
+/* ---- for emit_gemm.c ------------------------------------------------------- */
+
+LLVMValueRef
+em_expr(Em *E, const LnExpr *e)
+{
+	return emit_expr(E, e);
+}
+
+void
+em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v)
+{
+	emit_store(E, buf, idx, v);
+}
+
+void
+em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)
+{
+	loop_md(E, br, lp);
+}
+
+void
+em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name)
+{
+	add_attr(E, fn, idx, name);
 }

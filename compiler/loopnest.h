@@ -95,6 +95,35 @@ typedef struct LnStore {
 
 #define LN_MAX_LOOPS (KC_MAX_RANK + 2)
 
+/* A GEMM stage (the "matmul" template, lower_gemm.c / emit_gemm.c):
+ *   C[b, m, n] = sum_k A[b, m, k] * B[b, k, n]      (float32 throughout)
+ * over three buffers addressed by element strides, so transposed operands
+ * and batch broadcasting (stride 0) need no copy. C is [batch, M, N]
+ * row-major. Emitted BLIS-style: the parallel loop of the stage runs over
+ * work units (batch x N-blocks of nc x M-blocks of mc); per unit and per
+ * K-block of kc, B's block is packed into nr-wide panels (zero-padded, on
+ * the task's stack), then an mr x nr register-blocked FMA micro-kernel
+ * (mr * nr/vw vector accumulators) sweeps the block. A K larger than kc
+ * sums its blocks in the float64 workspace acc (float32 within a block). When `epi` names a stage, that
+ * injective stage (the elementwise consumer of C: bias, GeLU, cast) is
+ * fused: it runs on each finished micro-tile while it is in registers/L1,
+ * reading C's values from the tile instead of memory, and is not emitted
+ * on its own (LnStage.fused_into). */
+typedef struct LnGemm {
+	int a, b, c;                /* buffers */
+	int acc;                    /* float64 workspace summing the K-blocks:
+	                             * per unit a padded mc x nc region
+	                             * (numel 0 when K is one block) */
+	int64_t batch, M, N, K;     /* C is batch x M x N */
+	int64_t a_bs, a_ms, a_ks;   /* element strides of A: batch, row, k */
+	int64_t b_bs, b_ks, b_ns;   /* of B: batch, k, column */
+	int mr, nr, vw;             /* micro-tile rows, columns; vector width */
+	int64_t mc, nc, kc;         /* rows and columns per unit; k per block */
+	int64_t units_m, units_n;   /* ceil(M / mc), ceil(N / nc) */
+	int epi;                    /* fused epilogue stage, -1 = none */
+	bool blocked;               /* the blocking is set (sched_apply ran) */
+} LnGemm;
+
 /* A stage is a perfect loop nest. Injective (nred == 0): every store runs
  * at every point. Reduction (nred > 0): loops are [outer spatial][nred
  * reduction loops][ninner inner spatial]; there is one store, whose index
@@ -122,6 +151,10 @@ typedef struct LnStage {
 	int ninner;    /* spatial loops inside the reduction loops */
 	int accbuf;    /* ninner > 0: the accumulator workspace */
 	IrOp red_op;   /* reduction: the combining op */
+	LnGemm *gemm;  /* a GEMM stage: one parallel loop over its work units,
+	                * no stores (see LnGemm) */
+	int fused_into; /* >= 0: this injective stage is the epilogue of that
+	                 * GEMM stage and is emitted inside it; -1 otherwise */
 } LnStage;
 
 /* The first reduction loop of a stage (nloops when injective). */
@@ -154,6 +187,10 @@ typedef struct KcKnobs {
 	int vector_width;       /* elements per vector, power of two, 1..64 */
 	int unroll;             /* interleave count, 1..16 */
 	int64_t parallel_grain; /* minimum elements per task, >= 1 */
+	/* "matmul" template only (GEMM stages; see LnGemm) */
+	int mr, nr_vecs;        /* micro-tile: mr rows x nr_vecs vectors */
+	int64_t mc, nc, kc;     /* cache blocking */
+	bool fuse_epilogue;     /* run the elementwise consumer on the tile */
 } KcKnobs;
 
 struct KcSchedule {
@@ -182,6 +219,32 @@ LnIdx *ln_idx_div(LoopNest *ln, LnIdx *a, int64_t c);
 LnIdx *ln_idx_mod(LoopNest *ln, LnIdx *a, int64_t c);
 int64_t ln_idx_max(const LoopNest *ln, const LnIdx *x); /* inclusive bound */
 bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
+
+/* ---- lower_gemm.c: the GEMM stage of a MatMul ----------------------------- */
+/* How operand u of a MatMul with result v is read by a GEMM stage. */
+typedef enum GemmOperand {
+	GEMM_DIRECT,      /* from its buffer, batch stride = its matrix size */
+	GEMM_DIRECT_BC,   /* from its buffer, one matrix for every batch */
+	GEMM_COPY,        /* computed: materialised into a workspace first */
+	GEMM_COPY_BC,     /* batch-broadcast unlike v: copied to v's batch dims */
+} GemmOperand;
+GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat);
+/* Does MatMul node nd lower to a GEMM stage (rather than the generic
+ * reduction)? float32 operands and result, M >= 2, nothing empty. Decided
+ * from the graph alone (mat: per value id, materialised), so
+ * ln_count_stages agrees with ln_lower; *ncopies gets the operand copy
+ * stages it needs. */
+bool gemm_applies(const IrNode *nd, const bool *mat, int *ncopies);
+/* Resolves the blocking of st's GEMM from knobs k (0 = chosen from the
+ * shape, deterministically) and sizes its unit loop. */
+void gemm_block(LoopNest *ln, LnStage *st, const KcKnobs *k);
+/* Marks each GEMM stage's elementwise consumer as its fused epilogue where
+ * that is exact (see lower_gemm.c) and the stage's knobs allow it. */
+void gemm_fuse_epilogues(LoopNest *ln, const KcSchedule *s);
+/* Verification of a GEMM stage: buffers, dtypes, strides in bounds. */
+KcStatus gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err);
+/* Bytes of stack a GEMM task uses (its packed B block and tile). */
+int64_t gemm_stack_bytes(const LnGemm *G);
 
 /* ---- print.c: textual dumps ------------------------------------------------ */
 void ln_print(const LoopNest *ln, KcBuf *out);

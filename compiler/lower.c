@@ -380,6 +380,7 @@ typedef struct Lower {
 	Memo **memo; /* per IrValue id; reset per stage */
 	KcErr *err;
 	int *matbuf;         /* per IrValue id: the buffer holding it, or -1 */
+	const bool *mat;     /* per IrValue id: materialised (the plan) */
 	const IrValue *self; /* the materialised value the stage computes */
 } Lower;
 
@@ -888,8 +889,13 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 			continue;
 		if (nd->op == IR_OP_CONCAT)
 			P->nmat += nd->nin;
-		else if (ir_op_info[nd->op].kind == OPK_MATMUL) /* + operand packs */
-			P->nmat += 1 + nd->attrs.trans_a + !nd->attrs.trans_b;
+		else if (ir_op_info[nd->op].kind == OPK_MATMUL) { /* + operand packs */
+			int ncopies;
+			if (gemm_applies(nd, P->mat, &ncopies))
+				P->nmat += 1 + ncopies;
+			else
+				P->nmat += 1 + nd->attrs.trans_a + !nd->attrs.trans_b;
+		}
 		else
 			P->nmat++;
 	}
@@ -947,6 +953,7 @@ stage_new(Lower *L, int s)
 	L->self = NULL;
 	st->name = arena_printf(L->ln->arena, "s%d", s);
 	st->grain = 1;
+	st->fused_into = -1;
 	return st;
 }
 
@@ -1172,10 +1179,102 @@ mm_pack(Lower *L, const IrValue *u, int *s)
  * over K innermost, so both operands stream contiguously and the loop
  * vectorises as a dot product. (Issue 4's templates replace this with
  * register blocking; it is the correct baseline.) */
+/* MatMul as a GEMM stage (lower_gemm.c): operand u's buffer and strides,
+ * after a copy stage when gemm_operand says so. */
+static int
+gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *bs)
+{
+	LoopNest *ln = L->ln;
+	GemmOperand k = gemm_operand(u, v, L->mat);
+	int64_t mat = u->shape[u->rank - 2] * u->shape[u->rank - 1];
+
+	*bs = k == GEMM_DIRECT_BC || (k == GEMM_COPY && u->numel == mat) ? 0 : mat;
+	if (k == GEMM_DIRECT || k == GEMM_DIRECT_BC)
+		return u->kind == IRV_INPUT ? u->input_index : L->matbuf[u->id];
+	/* the copy: u itself, or u broadcast to v's batch dims */
+	IrValue cp = *u;
+	if (k == GEMM_COPY_BC) {
+		cp.rank = v->rank;
+		memcpy(cp.shape, v->shape, sizeof(int64_t) * (size_t)v->rank);
+		cp.shape[v->rank - 2] = u->shape[u->rank - 2];
+		cp.shape[v->rank - 1] = u->shape[u->rank - 1];
+		cp.numel = 1;
+		for (int d = 0; d < cp.rank; d++)
+			cp.numel *= cp.shape[d];
+	}
+	int buf = workspace_raw(
+	    ln, arena_printf(ln->arena, "%s:copy", u->tensor_name ? u->tensor_name : "?"),
+	    u->dtype, cp.numel);
+	LnStage *st = stage_new(L, (*s)++);
+	LnIdx *idx[KC_MAX_RANK], *j[KC_MAX_RANK];
+	shape_loops(ln, st, &cp, idx);
+	if (k == GEMM_COPY_BC)
+		mm_operand_idx(ln, u, cp.rank, idx, idx[cp.rank - 2], idx[cp.rank - 1], j);
+	else
+		memcpy(j, idx, sizeof(LnIdx *) * (size_t)u->rank);
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = linearize(ln, idx, cp.shape, cp.rank);
+	if (!(st->stores[0].value = value_at(L, u, j)))
+		return -1;
+	collapse(ln, st);
+	return buf;
+}
+
+static KcStatus
+gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
+	LnGemm *G = ARENA_NEW(ln->arena, LnGemm);
+	int64_t ar = a->shape[a->rank - 2], ac = a->shape[a->rank - 1];
+	int64_t br = b->shape[b->rank - 2], bc = b->shape[b->rank - 1];
+
+	G->batch = 1;
+	for (int d = 0; d < v->rank - 2; d++)
+		G->batch *= v->shape[d];
+	G->M = v->shape[v->rank - 2];
+	G->N = v->shape[v->rank - 1];
+	G->K = nd->attrs.trans_a ? ar : ac;
+	G->epi = -1;
+	if ((G->a = gemm_operand_buf(L, a, v, s, &G->a_bs)) < 0 ||
+	    (G->b = gemm_operand_buf(L, b, v, s, &G->b_bs)) < 0)
+		return L->err->status;
+	G->a_ms = nd->attrs.trans_a ? 1 : ac; /* a is [M, K], or [K, M] */
+	G->a_ks = nd->attrs.trans_a ? ac : 1;
+	G->b_ks = nd->attrs.trans_b ? 1 : bc; /* b is [K, N], or [N, K] */
+	G->b_ns = nd->attrs.trans_b ? bc : 1;
+	(void)br;
+	G->c = buf;
+	G->acc = workspace_raw(
+	    ln, arena_printf(ln->arena, "%s:acc", v->tensor_name ? v->tensor_name : "?"),
+	    KC_DT_FLOAT64, G->batch * G->M * G->N);
+	LnStage *st = stage_new(L, (*s)++);
+	st->gemm = G;
+	st->nloops = 1;
+	st->loops[0].var = ln_var_new(ln, 1);
+	st->loops[0].extent = 1;
+	/* a blocking until the schedule sets one: mc = M, nc = N, kc = K */
+	G->mr = 1;
+	G->vw = 1;
+	G->nr = 1;
+	G->mc = G->M;
+	G->nc = G->N;
+	G->kc = G->K;
+	G->units_m = G->units_n = 1;
+	st->loops[0].extent = G->batch;
+	ln->var_extent[st->loops[0].var] = G->batch;
+	return KC_OK;
+}
+
 static KcStatus
 matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 {
 	LoopNest *ln = L->ln;
+	int ncopies;
+	if (gemm_applies(nd, L->mat, &ncopies))
+		return gemm_stage(L, nd, buf, s);
 	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
 	int vr = v->rank, pa = -1, pb = -1;
 	int64_t K = nd->attrs.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
@@ -1352,12 +1451,13 @@ KcStatus
 ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 {
 	LoopNest *ln = ARENA_NEW(ar, LoopNest);
-	Lower L = {ln, g, NULL, err, NULL, NULL};
+	Lower L = {ln, g, NULL, err, NULL, NULL, NULL};
 	Plan P;
 	int s = 0;
 	KcStatus stt;
 
 	plan(ar, g, &P);
+	L.mat = P.mat;
 	ln->arena = ar;
 	ln->nbufs = g->ninputs + g->noutputs;
 	ln->bufs = ARENA_ARRAY(ar, LnBuf, ln->nbufs + 2 * P.nmat + 1); /* + accumulators */
@@ -1571,6 +1671,12 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 	for (int s = 0; s < ln->nstages; s++) {
 		const LnStage *st = &ln->stages[s];
 		int npar = 0, nsp = st->nloops - st->nred;
+		if (st->gemm) {
+			if (gemm_verify(ln, st, pass, err))
+				return err->status;
+			written[st->gemm->c] = true;
+			continue;
+		}
 		if (st->nred > 0 && st->ninner > 0 &&
 		    (st->ninner >= st->nloops || st->accbuf < 0 || st->accbuf >= ln->nbufs ||
 		     ln->bufs[st->accbuf].arg >= 0 ||

@@ -84,11 +84,33 @@ sched_default_knobs(const KcTarget *t, KcKnobs *out)
 	out->vector_width = w;
 	out->unroll = 2;
 	out->parallel_grain = 16384;
+	/* GEMM micro-tile: accumulators mr x nr_vecs plus nr_vecs B vectors
+	 * and a broadcast must fit the vector registers: 32 with AVX-512 and
+	 * on AArch64 (NEON), 16 with AVX2/SSE */
+	if (w == 16) {
+		out->mr = 8;
+		out->nr_vecs = 3;
+	} else if (strncmp(t->triple, "aarch64", 7) == 0) {
+		out->mr = 8;
+		out->nr_vecs = 3;
+	} else {
+		out->mr = 6;
+		out->nr_vecs = 2;
+	}
+	out->mc = out->nc = out->kc = 0; /* from the shape (lower_gemm.c) */
+	out->fuse_epilogue = true;
 }
 
+/* The keys that sort before "unroll" (the caller adds unroll and
+ * vector_width); the GEMM knobs only in the "matmul" template. */
 static void
-put_knobs(KcBuf *b, const KcKnobs *k)
+put_knobs(KcBuf *b, const KcKnobs *k, bool gemm)
 {
+	if (gemm)
+		kc_buf_printf(b, "\"fuse_epilogue\":%s,\"kc\":%lld,\"mc\":%lld,\"mr\":%d,"
+		                 "\"nc\":%lld,\"nr_vecs\":%d,",
+		              k->fuse_epilogue ? "true" : "false", (long long)k->kc,
+		              (long long)k->mc, k->mr, (long long)k->nc, k->nr_vecs);
 	kc_buf_printf(b, "\"parallel_grain\":%lld", (long long)k->parallel_grain);
 }
 
@@ -96,7 +118,9 @@ static bool
 knobs_eq(const KcKnobs *a, const KcKnobs *b)
 {
 	return a->vector_width == b->vector_width && a->unroll == b->unroll &&
-	       a->parallel_grain == b->parallel_grain;
+	       a->parallel_grain == b->parallel_grain && a->mr == b->mr &&
+	       a->nr_vecs == b->nr_vecs && a->mc == b->mc && a->nc == b->nc && a->kc == b->kc &&
+	       a->fuse_epilogue == b->fuse_epilogue;
 }
 
 /* Canonical knobs: sorted keys, compact; "stages" lists each stage's
@@ -107,18 +131,19 @@ knobs_json(Arena *a, const KcSchedule *s)
 {
 	KcBuf b = {0};
 	int last = -1;
+	bool gemm = strcmp(s->template_name, TEMPLATE_MATMUL) == 0;
 
 	for (int i = 0; i < s->nstages; i++)
 		if (!knobs_eq(&s->stage[i], &s->knobs))
 			last = i;
 	kc_buf_putc(&b, '{');
-	put_knobs(&b, &s->knobs);
+	put_knobs(&b, &s->knobs, gemm);
 	if (last >= 0) {
 		kc_buf_puts(&b, ",\"stages\":[");
 		for (int i = 0; i <= last; i++) {
 			const KcKnobs *k = &s->stage[i];
 			kc_buf_printf(&b, "%s{", i ? "," : "");
-			put_knobs(&b, k);
+			put_knobs(&b, k, gemm);
 			kc_buf_printf(&b, ",\"unroll\":%d,\"vector_width\":%d}", k->unroll,
 			              k->vector_width);
 		}
@@ -167,10 +192,10 @@ int_knob(const cJSON *v, int64_t lo, int64_t hi, int64_t *out)
  * every key optional; `stages` (top level only) overrides the global knobs
  * per stage, in stage order, and may be shorter than the stage list. */
 static KcStatus
-parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, const char *w, KcErr *err)
+parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, bool gemm, const char *w, KcErr *err)
 {
 	const cJSON *it;
-	bool seen[4] = {false, false, false, false};
+	bool seen[10] = {false};
 	const cJSON *stages = NULL;
 
 	if (!cJSON_IsObject(o))
@@ -201,6 +226,32 @@ parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, const char *w, KcErr *err
 		} else if (strcmp(name, "stages") == 0 && s) {
 			key = 3;
 			stages = it;
+		} else if (gemm && strcmp(name, "mr") == 0) {
+			key = 4;
+			if (!int_knob(it, 1, 16, &v))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "mr must be an integer from 1 to 16");
+			k->mr = (int)v;
+		} else if (gemm && strcmp(name, "nr_vecs") == 0) {
+			key = 5;
+			if (!int_knob(it, 1, 8, &v))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "nr_vecs must be an integer from 1 to 8");
+			k->nr_vecs = (int)v;
+		} else if (gemm && (strcmp(name, "mc") == 0 || strcmp(name, "nc") == 0 ||
+		                    strcmp(name, "kc") == 0)) {
+			key = name[0] == 'm' ? 6 : name[0] == 'n' ? 7 : 8;
+			if (!int_knob(it, 0, 8192, &v))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "%s must be an integer from 0 (from the shape) to 8192",
+				               name);
+			*(key == 6 ? &k->mc : key == 7 ? &k->nc : &k->kc) = v;
+		} else if (gemm && strcmp(name, "fuse_epilogue") == 0) {
+			key = 9;
+			if (!cJSON_IsBool(it))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "fuse_epilogue must be true or false");
+			k->fuse_epilogue = cJSON_IsTrue(it);
 		}
 		if (key < 0)
 			return kc_fail(err, KC_BAD_SCHEDULE, w, "unknown knob '%.64s'", name);
@@ -208,6 +259,12 @@ parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, const char *w, KcErr *err
 			return kc_fail(err, KC_BAD_SCHEDULE, w, "duplicate knob '%s'", name);
 		seen[key] = true;
 	}
+	if (gemm && k->mr * k->nr_vecs > 32)
+		return kc_fail(err, KC_BAD_SCHEDULE, w,
+		               "mr * nr_vecs must be at most 32 (the accumulators)");
+	if (gemm && k->vector_width * k->nr_vecs > 64)
+		return kc_fail(err, KC_BAD_SCHEDULE, w,
+		               "vector_width * nr_vecs must be at most 64 (the tile width)");
 	if (!s)
 		return KC_OK;
 	/* the global knobs are final now: stages start from them */
@@ -224,7 +281,7 @@ parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, const char *w, KcErr *err
 	{
 		char ws[64];
 		snprintf(ws, sizeof ws, "/knobs/stages/%d", i);
-		KcStatus st = parse_knobs(it, &s->stage[i], NULL, ws, err);
+		KcStatus st = parse_knobs(it, &s->stage[i], NULL, gemm, ws, err);
 		if (st)
 			return st;
 		i++;
@@ -275,7 +332,8 @@ kc_schedule_from_json(CompileCtx *c, const KcGraph *g, const KcTarget *t, const 
 			s->stage[k] = s->knobs;
 	}
 	if (knobs && *knobs) {
-		if ((st = parse_knobs(root, &s->knobs, s, "/knobs", err)) != KC_OK)
+		bool gemm = strcmp(s->template_name, TEMPLATE_MATMUL) == 0;
+		if ((st = parse_knobs(root, &s->knobs, s, gemm, "/knobs", err)) != KC_OK)
 			goto done;
 	}
 	s->knobs_json = knobs_json(c->arena, s);
@@ -355,6 +413,10 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		LnStage *st = &ln->stages[i];
 		LnLoop *in = &st->loops[st->nloops - 1];
 		const KcKnobs *k = i < s->nstages ? &s->stage[i] : &s->knobs;
+		if (st->gemm) {
+			gemm_block(ln, st, k);
+			continue;
+		}
 		in->kind |= LNL_VECTORIZED;
 		in->width = k->vector_width;
 		if (k->unroll > 1) {
@@ -364,5 +426,6 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		st->loops[par_loop(st)].kind |= LNL_PARALLEL;
 		st->grain = k->parallel_grain;
 	}
+	gemm_fuse_epilogues(ln, s);
 	return KC_OK;
 }

@@ -204,6 +204,7 @@ typedef struct K {
 } K;
 
 static KcTarget host;
+static const char *build_template = "injective"; /* of build()'s knobs */
 
 static bool
 build(K *k, const G *g, const char *name, const KcTarget *t, const char *knobs, bool dlopen_it)
@@ -226,7 +227,7 @@ build(K *k, const G *g, const char *name, const KcTarget *t, const char *knobs, 
 		goto done;
 	}
 	if (knobs) {
-		k->st = kc_schedule_from_json(c, gr, t, "injective", knobs, &s, &k->err);
+		k->st = kc_schedule_from_json(c, gr, t, build_template, knobs, &s, &k->err);
 		if (k->st)
 			goto done;
 	} else {
@@ -2297,6 +2298,108 @@ matmuls(void)
 	}
 }
 
+/* The GEMM stage (lower_gemm.c, emit_gemm.c): MatMul + bias + Tanh over
+ * odd sizes, every transpose, and blockings that exercise partial tiles,
+ * several units, K in several blocks (float64 sums) and the fused
+ * epilogue, against a double reference; then knob validation. */
+static void
+gemm_blocking(void)
+{
+	static const char *const knobs[] = {
+	    NULL,
+	    "{\"kc\":16}",
+	    "{\"kc\":16,\"mc\":8,\"nc\":16,\"mr\":3,\"nr_vecs\":1,\"vector_width\":8}",
+	    "{\"fuse_epilogue\":false,\"kc\":40}",
+	    "{\"mr\":1,\"nr_vecs\":2,\"vector_width\":4}",
+	};
+	const int M = 37, KK = 100, N = 53;
+	for (int tr = 0; tr < 4; tr++)
+		for (size_t ki = 0; ki < sizeof knobs / sizeof knobs[0]; ki++) {
+			int ta = tr & 1, tb = tr >> 1;
+			char sa[32], sb[32], attr[160];
+			snprintf(sa, sizeof sa, "%d,%d", ta ? KK : M, ta ? M : KK);
+			snprintf(sb, sizeof sb, "%d,%d", tb ? N : KK, tb ? KK : N);
+			snprintf(attr, sizeof attr,
+			         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
+			         "\"value\":%s}]",
+			         ta ? "true" : "false", tb ? "true" : "false");
+			G g = {0};
+			K k;
+			g_in(&g, "a", "float32", sa);
+			g_in(&g, "b", "float32", sb);
+			g_in(&g, "bias", "float32", "53");
+			g_opa(&g, "MatMul", attr, "c", "float32", "37,53", 2, T("a", "float32", sa),
+			      T("b", "float32", sb), NULL);
+			g_op(&g, "Add", "d", "float32", "37,53", 2, T("c", "float32", "37,53"),
+			     T("bias", "float32", "53"), NULL);
+			g_op(&g, "Tanh", "e", "float32", "37,53", 1, T("d", "float32", "37,53"), NULL,
+			     NULL);
+			g_out(&g, "e", "float32", "37,53");
+			build_template = "matmul";
+			bool built = build(&k, &g, "Fused_MatMul_BiasAdd_Tanh", &host, knobs[ki], true);
+			build_template = "injective";
+			OKF(built, "gemm ta %d tb %d knobs %s", ta, tb, knobs[ki] ? knobs[ki] : "{}");
+			if (!built) {
+				unload(&k);
+				continue;
+			}
+			bool fused = strstr(k.dump.data, "epilogue s1 fused") != NULL;
+			OKF(strstr(k.dump.data, " gemm b") && fused == (ki != 3),
+			    "a GEMM stage, epilogue fused %d (knobs %s)", fused,
+			    knobs[ki] ? knobs[ki] : "{}");
+			float *fa = frand((size_t)M * KK, -1, 1, 61), *fb = frand((size_t)KK * N, -1, 1, 62);
+			float *fc = frand(N, -1, 1, 63), *o1 = calloc((size_t)M * N, 4),
+			      *o2 = calloc((size_t)M * N, 4);
+			void *args[] = {fa, fb, fc, o1};
+			size_t ob = (size_t)M * N * 4;
+			OKF(run2(&k, args, 3, (void **)&o2, &ob, 1), "gemm runs, same with 3 threads");
+			int bad = 0;
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < N; n++) {
+					double acc = 0;
+					for (int q = 0; q < KK; q++)
+						acc += (double)(ta ? fa[q * M + m] : fa[m * KK + q]) *
+						       (tb ? fb[n * KK + q] : fb[q * N + n]);
+					double want = tanh(acc + fc[n]);
+					bad += fabs(o1[m * N + n] - want) > 1e-5 * (1 + fabs(want));
+				}
+			OKF(bad == 0, "gemm ta %d tb %d knobs %s: %d bad", ta, tb,
+			    knobs[ki] ? knobs[ki] : "{}", bad);
+			free(fa), free(fb), free(fc), free(o1), free(o2);
+			unload(&k);
+		}
+	/* knob validation: refused, never clamped */
+	static const char *const bad_knobs[] = {
+	    "{\"mr\":16,\"nr_vecs\":3}", "{\"mr\":0}", "{\"nr_vecs\":9}", "{\"kc\":-1}",
+	    "{\"mc\":9000}", "{\"fuse_epilogue\":1}", "{\"vector_width\":32,\"nr_vecs\":3}",
+	    "{\"stages\":[{\"mr\":17}]}",
+	};
+	G g = {0};
+	g_in(&g, "a", "float32", "4,8");
+	g_in(&g, "b", "float32", "8,16");
+	g_opa(&g, "MatMul", "null", "c", "float32", "4,16", 2, T("a", "float32", "4,8"),
+	      T("b", "float32", "8,16"), NULL);
+	g_out(&g, "c", "float32", "4,16");
+	char *json = g_json(&g, "Fused_MatMul");
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *gr = NULL;
+	KcSchedule *s = NULL;
+	KcErr e = {0};
+	OK(kc_parse(c, json, strlen(json), NULL, &gr, &e) == KC_OK);
+	for (size_t i = 0; gr && i < sizeof bad_knobs / sizeof bad_knobs[0]; i++)
+		OKF(kc_schedule_from_json(c, gr, &host, "matmul", bad_knobs[i], &s, &e) ==
+		        KC_BAD_SCHEDULE,
+		    "knobs %s refused (%s)", bad_knobs[i], e.msg);
+	OK(gr && kc_schedule_from_json(c, gr, &host, "matmul", "{\"mr\":4,\"kc\":64}", &s, &e) ==
+	             KC_OK &&
+	         strstr(kc_schedule_knobs_json(s), "\"kc\":64") &&
+	         strstr(kc_schedule_knobs_json(s), "\"mr\":4"));
+	OK(kc_schedule_from_json(c, NULL, &host, "injective", "{\"mr\":4}", &s, &e) ==
+	   KC_BAD_SCHEDULE);
+	compile_ctx_free(c);
+	free(json);
+}
+
 /* ElemAny / ElemAll: any / all elements non-zero, as a float32 [1]. */
 static void
 elem_any_all(void)
@@ -2544,6 +2647,7 @@ main(void)
 	t_sub("assign_in_place", assign_in_place);
 	t_sub("index_ops", index_ops);
 	t_sub("matmuls", matmuls);
+	t_sub("gemm_blocking", gemm_blocking);
 	t_sub("elem_any_all", elem_any_all);
 	t_sub("conv2ds", conv2ds);
 	return t_done();

@@ -1,0 +1,41 @@
+/* emit.h - state shared by the LLVM emitters (emit_llvm.c: stages and the
+ * kcs-cpu-v1 entry; emit_gemm.c: GEMM stages). Backend-internal. One Em per
+ * emit_module call, on its stack; nothing here outlives it.
+ */
+#ifndef KCS_COMPILER_EMIT_H
+#define KCS_COMPILER_EMIT_H
+
+#include "loopnest.h"
+
+typedef struct Em {
+	const LoopNest *ln;
+	LLVMContextRef ctx;
+	LLVMModuleRef mod;
+	LLVMBuilderRef b;
+	LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
+	LLVMValueRef fn;    /* function being built */
+	LLVMValueRef *bufp; /* per buffer: its pointer in the body */
+	LLVMValueRef *var;  /* per loop var: its current value */
+	LLVMValueRef *memo; /* per expr id, reset per stage */
+	int vw;             /* vector width of the innermost loop (1: scalar) */
+	bool math_inline;   /* few math ops: inline them (see math_inline) */
+	LLVMValueRef acc;   /* register reduction accumulator (alloca) */
+	int body;           /* EB_*: what the innermost body of emit_loops does */
+	/* a GEMM epilogue: loads of buffer tile_buf yield tile_val (the
+	 * finished C element) instead of reading memory */
+	int tile_buf;
+	LLVMValueRef tile_val;
+	KcErr *err;
+} Em;
+
+/* emit_llvm.c */
+LLVMValueRef em_expr(Em *E, const LnExpr *e);                         /* memoised */
+void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v);       /* narrows */
+void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);             /* !llvm.loop */
+void em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name);
+
+/* emit_gemm.c: the body of GEMM stage st (its work units [lo, hi)) into
+ * E->fn at the builder's position. */
+bool emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
+
+#endif /* KCS_COMPILER_EMIT_H */

@@ -1,0 +1,476 @@
+/* emit_gemm.c - a GEMM stage (LnGemm, see loopnest.h) as LLVM IR: a
+ * BLIS-style blocked kernel with an explicit register-blocked micro-kernel.
+ *
+ * For the task's work units u in [lo, hi) (batch b, column block jn, row
+ * block im; the entry shares units among tasks):
+ *
+ *   for pc in 0..K step kc:                       K-blocks
+ *     pack B[b, pc:pc+kc, n0:n0+nc] -> Bp         nr-wide panels, k-major,
+ *                                                 zero-padded past N (stack)
+ *     for ir in 0..mc step mr:                    micro-panels of A rows
+ *       row pointers A[b, m0+ir+r, pc] (rows past M clamp to the last one)
+ *       for jr in 0..nc step nr:
+ *         acc[mr][nr/vw] = sum_k bcast(A[r][k]) * Bp[jr][k][:]   (FMA)
+ *         finish: a full tile without epilogue when K is one block ->
+ *                 vector stores to C; else through a tile on
+ *                 the stack: copy the valid part, or, on the last K-block
+ *                 of a GEMM with a fused epilogue, run the epilogue stage's
+ *                 stores on each element with C's value taken from the tile;
+ *                 when K has several blocks, their sums add up in a float64
+ *                 workspace (acc) and only the last block rounds to float32
+ *
+ * The micro-kernel keeps its accumulators in SSA values (phis), so they live
+ * in vector registers; A is read with broadcast loads (no packing: the rows
+ * of a block stay in L1/L2), B from the packed panel with aligned vector
+ * loads. The k loop is unrolled by UKR_UNROLL and never vectorised again;
+ * every other loop here is emitted with explicit vectors (or is an edge
+ * loop) and marked not to be vectorised or unrolled, except the fused
+ * epilogue's column loop, which the loop vectorizer turns into vectors
+ * (its math calls included). That keeps the compile time near the
+ * elementwise templates'.
+ */
+#include <llvm-c/DebugInfo.h>
+#include <string.h>
+
+#include "emit.h"
+
+#define UKR_UNROLL 2
+
+typedef struct GLoop {
+	LLVMBasicBlockRef header, exit;
+	LLVMValueRef iv, end, step;
+} GLoop;
+
+static LLVMValueRef
+k64(Em *E, int64_t v)
+{
+	return LLVMConstInt(E->i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef
+smin(Em *E, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef
+gep(Em *E, LLVMValueRef p, LLVMValueRef i)
+{
+	return LLVMBuildInBoundsGEP2(E->b, E->f32, p, &i, 1, "");
+}
+
+/* for (iv = start; iv < end; iv += step) { ...: the builder is in the body */
+static LLVMValueRef
+loop_open(Em *E, GLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name)
+{
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(E->b);
+	l->header = LLVMAppendBasicBlockInContext(E->ctx, E->fn, name);
+	l->exit = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "exit");
+	l->end = end;
+	l->step = k64(E, step);
+	LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, start, end, ""), l->header, l->exit);
+	LLVMPositionBuilderAtEnd(E->b, l->header);
+	l->iv = LLVMBuildPhi(E->b, E->i64, name);
+	LLVMAddIncoming(l->iv, &start, &pre, 1);
+	return l->iv;
+}
+
+/* } : the builder continues after the loop; returns the latch branch. */
+static LLVMValueRef
+loop_close(Em *E, GLoop *l)
+{
+	LLVMValueRef next = LLVMBuildAdd(E->b, l->iv, l->step, "");
+	LLVMSetNSW(next, 1);
+	LLVMValueRef br = LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, next, l->end, ""),
+	                                  l->header, l->exit);
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(E->b);
+	LLVMAddIncoming(l->iv, &next, &latch, 1);
+	LLVMPositionBuilderAtEnd(E->b, l->exit);
+	return br;
+}
+
+/* A float array of n elements in the function's entry block. */
+static LLVMValueRef
+entry_array(Em *E, int64_t n, unsigned align)
+{
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(E->ctx);
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(E->fn);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, entry);
+	LLVMValueRef a = LLVMBuildAlloca(b, LLVMArrayType2(E->f32, (uint64_t)n), "gemm_buf");
+	LLVMSetAlignment(a, align);
+	LLVMDisposeBuilder(b);
+	return a;
+}
+
+/* !llvm.loop {vectorize.enable false, unroll.count n} on the latch br. */
+static void
+ukr_md(Em *E, LLVMValueRef br, int unroll)
+{
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
+	LLVMMetadataRef ve[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
+	                         LLVMValueAsMetadata(LLVMConstInt(E->i1, 0, 0))};
+	LLVMMetadataRef un[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.count", 22),
+	                         LLVMValueAsMetadata(LLVMConstInt(E->i32, (unsigned)unroll, 0))};
+	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(E->ctx, ve, 2),
+	                          LLVMMDNodeInContext2(E->ctx, un, 2)};
+	LLVMMetadataRef node = LLVMMDNodeInContext2(E->ctx, ops, 3);
+	LLVMMetadataReplaceAllUsesWith(tmp, node);
+	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(E->ctx, "llvm.loop", 9),
+	                LLVMMetadataAsValue(E->ctx, node));
+}
+
+/* !llvm.loop {vectorize.enable false, unroll.disable}: loops emitted
+ * already vectorised, or scalar edge loops not worth the compile time. */
+static void
+plain_md(Em *E, LLVMValueRef br)
+{
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
+	LLVMMetadataRef ve[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
+	                         LLVMValueAsMetadata(LLVMConstInt(E->i1, 0, 0))};
+	LLVMMetadataRef un[1] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.disable", 24)};
+	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(E->ctx, ve, 2),
+	                          LLVMMDNodeInContext2(E->ctx, un, 1)};
+	LLVMMetadataRef node = LLVMMDNodeInContext2(E->ctx, ops, 3);
+	LLVMMetadataReplaceAllUsesWith(tmp, node);
+	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(E->ctx, "llvm.loop", 9),
+	                LLVMMetadataAsValue(E->ctx, node));
+}
+
+static void
+vec_md(Em *E, LLVMValueRef br, int vw)
+{
+	LnLoop lp = {0};
+	lp.kind = LNL_VECTORIZED;
+	lp.width = vw;
+	em_loop_md(E, br, &lp);
+}
+
+static LLVMValueRef
+load_f(Em *E, LLVMTypeRef t, LLVMValueRef p, unsigned align)
+{
+	LLVMValueRef v = LLVMBuildLoad2(E->b, t, p, "");
+	LLVMSetAlignment(v, align);
+	return v;
+}
+
+static void
+store_f(Em *E, LLVMValueRef v, LLVMValueRef p, unsigned align)
+{
+	LLVMSetAlignment(LLVMBuildStore(E->b, v, p), align);
+}
+
+/* panel[k][c] = B[b, pc + k, nbase + c], 0 past N. */
+static void
+pack_elem(Em *E, const LnGemm *G, LLVMValueRef Bb, LLVMValueRef panel, LLVMValueRef pc,
+          LLVMValueRef kk, LLVMValueRef nbase, LLVMValueRef c, int nr)
+{
+	LLVMBuilderRef b = E->b;
+	LLVMValueRef n = LLVMBuildAdd(b, nbase, c, "");
+	LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, n, k64(E, G->N), "");
+	LLVMValueRef ncl = LLVMBuildSelect(b, ok, n, k64(E, G->N - 1), "");
+	LLVMValueRef off =
+	    LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""),
+	                 LLVMBuildMul(b, ncl, k64(E, G->b_ns), ""), "");
+	LLVMValueRef v = load_f(E, E->f32, gep(E, Bb, off), 4);
+	v = LLVMBuildSelect(b, ok, v, LLVMConstNull(E->f32), "");
+	store_f(E, v, gep(E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, kk, k64(E, nr), ""), c, "")), 4);
+}
+
+/* Sets the vars of loops[from, to) of an injective stage from the
+ * row-major position x within them. */
+static void
+set_vars(Em *E, const LnStage *ep, int from, int to, LLVMValueRef x)
+{
+	for (int l = to - 1; l >= from; l--) {
+		int64_t e = ep->loops[l].extent;
+		if (l == from) {
+			E->var[ep->loops[l].var] = x;
+			break;
+		}
+		E->var[ep->loops[l].var] = LLVMBuildURem(E->b, x, k64(E, e), "");
+		x = LLVMBuildUDiv(E->b, x, k64(E, e), "");
+	}
+}
+
+bool
+emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
+{
+	const LnGemm *G = st->gemm;
+	LLVMBuilderRef b = E->b;
+	int mr = G->mr, nr = G->nr, vw = G->vw, nv = G->nr / G->vw;
+	unsigned valign = (unsigned)(vw * 4 < 64 ? vw * 4 : 64);
+	LLVMTypeRef vt = vw > 1 ? LLVMVectorType(E->f32, (unsigned)vw) : E->f32;
+	LLVMValueRef zero_v = LLVMConstNull(vt);
+	bool single_k = G->kc >= G->K; /* one K-block: nothing accumulates */
+	const LnStage *ep = G->epi >= 0 ? &E->ln->stages[G->epi] : NULL;
+	LLVMValueRef A = E->bufp[G->a], B = E->bufp[G->b], C = E->bufp[G->c];
+
+	KC_ASSERT(mr >= 1 && mr <= 16 && nv >= 1 && mr * nv <= 32);
+	LLVMValueRef bp = entry_array(E, G->kc * G->nc, 64);
+	LLVMValueRef tile = entry_array(E, (int64_t)mr * nr, 64);
+
+	/* the work unit */
+	GLoop lu;
+	LLVMValueRef u = loop_open(E, &lu, lo, hi, 1, "unit");
+	int64_t per_b = G->units_m * G->units_n;
+	LLVMValueRef bi = LLVMBuildUDiv(b, u, k64(E, per_b), "batch");
+	LLVMValueRef rem = LLVMBuildURem(b, u, k64(E, per_b), "");
+	LLVMValueRef jn = LLVMBuildUDiv(b, rem, k64(E, G->units_m), "jn");
+	LLVMValueRef im = LLVMBuildURem(b, rem, k64(E, G->units_m), "im");
+	LLVMValueRef m0 = LLVMBuildMul(b, im, k64(E, G->mc), "m0");
+	LLVMValueRef n0 = LLVMBuildMul(b, jn, k64(E, G->nc), "n0");
+	LLVMValueRef mcur = smin(E, k64(E, G->mc), LLVMBuildSub(b, k64(E, G->M), m0, ""));
+	LLVMValueRef ncur = smin(E, k64(E, G->nc), LLVMBuildSub(b, k64(E, G->N), n0, ""));
+	LLVMValueRef Ab = gep(E, A, LLVMBuildMul(b, bi, k64(E, G->a_bs), ""));
+	LLVMValueRef Bb = gep(E, B, LLVMBuildMul(b, bi, k64(E, G->b_bs), ""));
+	LLVMValueRef Cb = gep(E, C, LLVMBuildMul(b, bi, k64(E, G->M * G->N), ""));
+
+	/* K-blocks */
+	GLoop lk;
+	LLVMValueRef pc = loop_open(E, &lk, k64(E, 0), k64(E, G->K), G->kc, "kblock");
+	LLVMValueRef kcur = smin(E, k64(E, G->kc), LLVMBuildSub(b, k64(E, G->K), pc, ""));
+	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, pc, k64(E, 0), "first");
+	LLVMValueRef last = LLVMBuildICmp(
+	    b, LLVMIntSGE, LLVMBuildAdd(b, pc, k64(E, G->kc), ""), k64(E, G->K), "last");
+
+	/* pack B's block into nr-wide panels: Bp[j][k][c] */
+	LLVMValueRef npan = LLVMBuildUDiv(b, LLVMBuildAdd(b, ncur, k64(E, nr - 1), ""),
+	                                  k64(E, nr), "npanels");
+	GLoop lj, lkk, lc;
+	LLVMValueRef j = loop_open(E, &lj, k64(E, 0), npan, 1, "pack");
+	LLVMValueRef panel = gep(E, bp, LLVMBuildMul(b, LLVMBuildMul(b, j, kcur, ""), k64(E, nr), ""));
+	LLVMValueRef nbase = LLVMBuildAdd(b, n0, LLVMBuildMul(b, j, k64(E, nr), ""), "");
+	if (G->b_ns == 1) {
+		/* rows of B are contiguous: a full panel is nv vector copies per k */
+		LLVMValueRef fullp = LLVMBuildICmp(
+		    b, LLVMIntSLE, LLVMBuildAdd(b, nbase, k64(E, nr), ""), k64(E, G->N), "");
+		LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_full");
+		LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_tail");
+		LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_done");
+		LLVMBuildCondBr(b, fullp, bf, bt);
+		LLVMPositionBuilderAtEnd(b, bf);
+		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
+		LLVMValueRef src = gep(E, Bb, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""),
+		                                                        k64(E, G->b_ks), ""),
+		                                         nbase, ""));
+		LLVMValueRef dst = gep(E, panel, LLVMBuildMul(b, kk, k64(E, nr), ""));
+		for (int v = 0; v < nv; v++)
+			store_f(E, load_f(E, vt, gep(E, src, k64(E, v * vw)), 4),
+			        gep(E, dst, k64(E, v * vw)), valign);
+		plain_md(E, loop_close(E, &lkk));
+		LLVMBuildBr(b, bd);
+		LLVMPositionBuilderAtEnd(b, bt);
+		kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_tk");
+		LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_tc");
+		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+		plain_md(E, loop_close(E, &lc));
+		plain_md(E, loop_close(E, &lkk));
+		LLVMBuildBr(b, bd);
+		LLVMPositionBuilderAtEnd(b, bd);
+	} else {
+		/* columns of B are contiguous (transpose_b): copy along k */
+		LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_c");
+		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
+		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+		plain_md(E, loop_close(E, &lkk));
+		plain_md(E, loop_close(E, &lc));
+	}
+	loop_close(E, &lj);
+
+	/* micro-panels of rows */
+	GLoop li, ljr;
+	LLVMValueRef ir = loop_open(E, &li, k64(E, 0), mcur, mr, "rows");
+	LLVMValueRef mrows = smin(E, k64(E, mr), LLVMBuildSub(b, mcur, ir, ""));
+	LLVMValueRef rowp[16];
+	for (int r = 0; r < mr; r++) {
+		LLVMValueRef rr = smin(E, k64(E, r), LLVMBuildSub(b, mrows, k64(E, 1), ""));
+		LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildAdd(b, m0, ir, ""), rr, "");
+		LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->a_ms), ""),
+		                                LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
+		rowp[r] = gep(E, Ab, off);
+	}
+	LLVMValueRef jr = loop_open(E, &ljr, k64(E, 0), ncur, nr, "cols");
+	LLVMValueRef ncols = smin(E, k64(E, nr), LLVMBuildSub(b, ncur, jr, ""));
+	LLVMValueRef pan =
+	    gep(E, bp, LLVMBuildMul(b, LLVMBuildUDiv(b, jr, k64(E, nr), ""),
+	                            LLVMBuildMul(b, kcur, k64(E, nr), ""), ""));
+
+	/* the micro-kernel: k = 0..kcur-1 (kcur >= 1), accumulators in phis */
+	LLVMValueRef acc[32], nacc[32];
+	{
+		LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+		LLVMBasicBlockRef hd = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "ukr");
+		LLVMBasicBlockRef ex = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "ukr_done");
+		LLVMBuildBr(b, hd);
+		LLVMPositionBuilderAtEnd(b, hd);
+		LLVMValueRef k = LLVMBuildPhi(b, E->i64, "k");
+		LLVMValueRef z = k64(E, 0);
+		LLVMAddIncoming(k, &z, &pre, 1);
+		for (int i = 0; i < mr * nv; i++) {
+			acc[i] = LLVMBuildPhi(b, vt, "acc");
+			LLVMAddIncoming(acc[i], &zero_v, &pre, 1);
+		}
+		LLVMValueRef bv[8];
+		LLVMValueRef kb = LLVMBuildMul(b, k, k64(E, nr), "");
+		for (int v = 0; v < nv; v++)
+			bv[v] = load_f(E, vt, gep(E, pan, LLVMBuildAdd(b, kb, k64(E, v * vw), "")),
+			               valign);
+		LLVMValueRef ka = LLVMBuildMul(b, k, k64(E, G->a_ks), "");
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef a = load_f(E, E->f32, gep(E, rowp[r], ka), 4);
+			if (vw > 1) {
+				LLVMValueRef ins = LLVMBuildInsertElement(b, LLVMGetPoison(vt), a,
+				                                          LLVMConstInt(E->i32, 0, 0), "");
+				LLVMValueRef mask =
+				    LLVMConstNull(LLVMVectorType(E->i32, (unsigned)vw));
+				a = LLVMBuildShuffleVector(b, ins, LLVMGetPoison(vt), mask, "bcast");
+			}
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef args[3] = {a, bv[v], acc[r * nv + v]};
+				nacc[r * nv + v] = math_intrinsic(b, "llvm.fma", args, 3);
+			}
+		}
+		LLVMValueRef kn = LLVMBuildAdd(b, k, k64(E, 1), "");
+		LLVMSetNSW(kn, 1);
+		LLVMValueRef br =
+		    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, kn, kcur, ""), hd, ex);
+		if (UKR_UNROLL > 1)
+			ukr_md(E, br, UKR_UNROLL);
+		else
+			plain_md(E, br);
+		LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+		LLVMAddIncoming(k, &kn, &latch, 1);
+		for (int i = 0; i < mr * nv; i++)
+			LLVMAddIncoming(acc[i], &nacc[i], &latch, 1);
+		LLVMPositionBuilderAtEnd(b, ex);
+	}
+
+	/* finish the tile */
+	LLVMValueRef vals[32];
+	LLVMBasicBlockRef bjoin = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_done");
+	for (int i = 0; i < mr * nv; i++)
+		vals[i] = nacc[i];
+	if (!single_k) {
+		/* K in several blocks: their sums add up in float64, in the unit's
+		 * own padded mc x nc region of acc (so whole tiles stay in bounds) */
+		LLVMTypeRef dt = vw > 1 ? LLVMVectorType(E->f64, (unsigned)vw) : E->f64;
+		LLVMValueRef ai = LLVMBuildAdd(
+		    b, LLVMBuildMul(b, u, k64(E, G->mc * G->nc), ""),
+		    LLVMBuildAdd(b, LLVMBuildMul(b, ir, k64(E, G->nc), ""), jr, ""), "");
+		LLVMValueRef abase = LLVMBuildInBoundsGEP2(b, E->f64, E->bufp[G->acc], &ai, 1, "");
+		LLVMValueRef sum[32], pa[32];
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef o = k64(E, (int64_t)r * G->nc + v * vw);
+				int i = r * nv + v;
+				pa[i] = LLVMBuildInBoundsGEP2(b, E->f64, abase, &o, 1, "");
+				LLVMValueRef x = LLVMBuildFPExt(b, vals[i], dt, "");
+				LLVMValueRef old = load_f(E, dt, pa[i], 8);
+				sum[i] = LLVMBuildSelect(b, first, x, LLVMBuildFAdd(b, old, x, ""), "");
+			}
+		LLVMBasicBlockRef bnl = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_acc");
+		LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_last");
+		LLVMBuildCondBr(b, last, bl, bnl);
+		LLVMPositionBuilderAtEnd(b, bnl);
+		for (int i = 0; i < mr * nv; i++)
+			store_f(E, sum[i], pa[i], 8);
+		LLVMBuildBr(b, bjoin);
+		LLVMPositionBuilderAtEnd(b, bl);
+		for (int i = 0; i < mr * nv; i++)
+			vals[i] = LLVMBuildFPTrunc(b, sum[i], vt, "");
+	}
+	/* the final values of the tile: into C, or through the epilogue */
+	if (!ep) {
+		LLVMValueRef full =
+		    LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, mrows, k64(E, mr), ""),
+		                 LLVMBuildICmp(b, LLVMIntEQ, ncols, k64(E, nr), ""), "");
+		LLVMBasicBlockRef bfull = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_full");
+		LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_part");
+		LLVMBuildCondBr(b, full, bfull, bpart);
+		LLVMPositionBuilderAtEnd(b, bfull);
+		LLVMValueRef mr0 = LLVMBuildAdd(b, m0, ir, "");
+		LLVMValueRef nc0 = LLVMBuildAdd(b, n0, jr, "");
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef row = LLVMBuildAdd(
+			    b, LLVMBuildMul(b, LLVMBuildAdd(b, mr0, k64(E, r), ""), k64(E, G->N), ""),
+			    nc0, "");
+			for (int v = 0; v < nv; v++)
+				store_f(E, vals[r * nv + v],
+				        gep(E, Cb, LLVMBuildAdd(b, row, k64(E, v * vw), "")), 4);
+		}
+		LLVMBuildBr(b, bjoin);
+		LLVMPositionBuilderAtEnd(b, bpart);
+	}
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			store_f(E, vals[r * nv + v], gep(E, tile, k64(E, (int64_t)r * nr + v * vw)),
+			        valign);
+	{
+		GLoop lr, lcc;
+		LLVMValueRef r = loop_open(E, &lr, k64(E, 0), mrows, 1, "trow");
+		LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildAdd(b, m0, ir, ""), r, "");
+		LLVMValueRef crow = gep(E, Cb, LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->N), ""),
+		                                          LLVMBuildAdd(b, n0, jr, ""), ""));
+		LLVMValueRef trow = gep(E, tile, LLVMBuildMul(b, r, k64(E, nr), ""));
+		int split = -1; /* epilogue loops [split, n) cover exactly one row of N */
+		LLVMValueRef R = NULL;
+		if (ep) {
+			int64_t inner = 1;
+			for (int l = ep->nloops; l > 0 && split < 0; l--) {
+				inner *= ep->loops[l - 1].extent;
+				if (inner == G->N)
+					split = l - 1;
+			}
+			/* the row of the whole [batch * M] x N result */
+			R = LLVMBuildAdd(b, LLVMBuildMul(b, bi, k64(E, G->M), ""), m, "");
+			if (split >= 0)
+				set_vars(E, ep, 0, split, R);
+		}
+		LLVMValueRef cc = loop_open(E, &lcc, k64(E, 0), ncols, 1, "tcol");
+		LLVMValueRef t = load_f(E, E->f32, gep(E, trow, cc), 4);
+		if (!ep) {
+			store_f(E, t, gep(E, crow, cc), 4);
+		} else {
+			LLVMValueRef n = LLVMBuildAdd(b, LLVMBuildAdd(b, n0, jr, ""), cc, "");
+			if (split >= 0)
+				set_vars(E, ep, split, ep->nloops, n);
+			else
+				set_vars(E, ep, 0, ep->nloops,
+				         LLVMBuildAdd(b, LLVMBuildMul(b, R, k64(E, G->N), ""), n, ""));
+			memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+			E->tile_buf = G->c;
+			E->tile_val = t;
+			E->vw = vw;
+			for (int i = 0; i < ep->nstores; i++) {
+				LLVMValueRef v = em_expr(E, ep->stores[i].value);
+				if (!v) {
+					E->tile_buf = -1;
+					return false;
+				}
+				em_store(E, ep->stores[i].buf, ep->stores[i].idx, v);
+			}
+			E->tile_buf = -1;
+			E->tile_val = NULL;
+			memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+			for (int l = 0; l < ep->nloops; l++)
+				E->var[ep->loops[l].var] = NULL;
+		}
+		LLVMValueRef br = loop_close(E, &lcc);
+		if (ep)
+			vec_md(E, br, vw); /* the epilogue's math wants vectors */
+		else
+			plain_md(E, br); /* only edge tiles come here */
+		plain_md(E, loop_close(E, &lr));
+		LLVMBuildBr(b, bjoin);
+	}
+	LLVMPositionBuilderAtEnd(b, bjoin);
+	loop_close(E, &ljr);
+	loop_close(E, &li);
+	loop_close(E, &lk);
+	loop_close(E, &lu);
+	return true;
+}

@@ -1,0 +1,313 @@
+/* lower_gemm.c - the GEMM stage of the "matmul" template: when a MatMul
+ * gets one, its blocking, its fused epilogue, and its verification.
+ *
+ * A float32 MatMul/BatchMatMul with M >= 2 lowers to one GEMM stage (see
+ * LnGemm in loopnest.h) instead of the generic reduction stage over K.
+ * Operands are read in place through strides (transpose_a/b and batch
+ * broadcasting cost nothing); an operand that is computed (e.g. a Cast of
+ * an fp16 weight) or broadcast over the batch dims in a way one batch
+ * stride cannot express is first copied into a workspace by an injective
+ * stage. M == 1 (the GEMV of a dense layer) keeps the reduction stage: it
+ * streams B once with a vectorised dot product per column, which is what
+ * a memory-bound GEMV wants, and packing B would double its traffic.
+ *
+ * Blocking (knobs, 0 = chosen here from the shape):
+ *   kc  K per block: all of K up to 512, else equal blocks of <= 384;
+ *   nc  columns per unit: the packed B block kc x nc stays <= 256 KiB (L2);
+ *   mc  rows per unit: <= 144; then units are split until there are at
+ *       least 8 (so 2..8 threads get balanced shares) and the blocks are
+ *       evened out. All of it is a function of (shape, knobs) only, so a
+ *       schedule replays exactly.
+ *
+ * Epilogue fusion: a GEMM stage s whose result C is a workspace read by
+ * exactly one later stage, s + 1, an injective stage whose loops cover
+ * C's shape row-major and whose every load of C is at the stage's own
+ * store index (C[i] feeds out[i]: bias, GeLU, cast ...), runs that stage on
+ * each finished micro-tile; C is then never stored when K fits one block.
+ */
+#include <string.h>
+
+#include "loopnest.h"
+
+#define MAX_BLOCK_FLOATS (INT64_C(1) << 16) /* packed B block: 256 KiB */
+#define MIN_UNITS 8
+
+static int64_t
+batch_of(const IrValue *v)
+{
+	int64_t b = 1;
+	for (int d = 0; d < v->rank - 2; d++)
+		b *= v->shape[d];
+	return b;
+}
+
+GemmOperand
+gemm_operand(const IrValue *u, const IrValue *v, const bool *mat)
+{
+	bool direct = u->kind == IRV_INPUT || (u->kind == IRV_OP && mat[u->id]);
+	int64_t ub = batch_of(u), vb = batch_of(v);
+	int off = v->rank - u->rank;
+	bool same = ub == vb && off >= 0;
+
+	for (int d = 0; same && d < u->rank - 2; d++)
+		same = u->shape[d] == v->shape[d + off];
+	if (ub == 1)
+		return direct ? GEMM_DIRECT_BC : GEMM_COPY;
+	if (same)
+		return direct ? GEMM_DIRECT : GEMM_COPY;
+	return GEMM_COPY_BC;
+}
+
+bool
+gemm_applies(const IrNode *nd, const bool *mat, int *ncopies)
+{
+	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
+
+	*ncopies = 0;
+	if (a->dtype != KC_DT_FLOAT32 || b->dtype != KC_DT_FLOAT32 || v->dtype != KC_DT_FLOAT32)
+		return false;
+	if (v->rank < 2 || a->rank < 2 || b->rank < 2)
+		return false;
+	int64_t K = nd->attrs.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+	if (v->shape[v->rank - 2] < 2 || v->shape[v->rank - 1] < 1 || K < 1 || v->numel < 1)
+		return false;
+	for (int i = 0; i < 2; i++) {
+		GemmOperand k = gemm_operand(nd->in[i], v, mat);
+		*ncopies += k == GEMM_COPY || k == GEMM_COPY_BC;
+	}
+	return true;
+}
+
+static int64_t
+cdiv(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static int64_t
+round_up(int64_t a, int64_t m)
+{
+	return cdiv(a, m) * m;
+}
+
+int64_t
+gemm_stack_bytes(const LnGemm *G)
+{
+	return (G->kc * G->nc + (int64_t)G->mr * G->nr) * 4 + 128;
+}
+
+void
+gemm_block(LoopNest *ln, LnStage *st, const KcKnobs *k)
+{
+	LnGemm *G = st->gemm;
+	int64_t M = G->M, N = G->N, K = G->K;
+
+	G->vw = k->vector_width;
+	G->mr = k->mr;
+	G->nr = k->nr_vecs * k->vector_width;
+	if (G->nr > 64) /* a vector width of 32 or 64 makes huge tiles */
+		G->nr = k->vector_width;
+	G->kc = k->kc > 0 ? (k->kc < K ? k->kc : K) : K <= 512 ? K : cdiv(K, cdiv(K, 384));
+	if (k->nc > 0) {
+		G->nc = round_up(k->nc, G->nr);
+	} else {
+		int64_t cap = MAX_BLOCK_FLOATS / G->kc / G->nr * G->nr;
+		G->nc = cap < G->nr ? G->nr : cap;
+	}
+	if (G->nc > round_up(N, G->nr))
+		G->nc = round_up(N, G->nr);
+	if (G->nc * G->kc > 2 * MAX_BLOCK_FLOATS) /* an explicit nc: bound the stack */
+		G->nc = (2 * MAX_BLOCK_FLOATS / G->kc / G->nr) * G->nr > G->nr
+		            ? (2 * MAX_BLOCK_FLOATS / G->kc / G->nr) * G->nr
+		            : G->nr;
+	G->mc = k->mc > 0 ? round_up(k->mc, G->mr) : round_up(M < 144 ? M : 144, G->mr);
+	if (G->mc > round_up(M, G->mr))
+		G->mc = round_up(M, G->mr);
+	if (k->mc == 0 && k->nc == 0) {
+		/* enough units to share among threads, then even blocks */
+		while (G->batch * cdiv(M, G->mc) * cdiv(N, G->nc) < MIN_UNITS) {
+			bool can_n = G->nc > G->nr, can_m = G->mc > 2 * G->mr;
+			if (!can_n && !can_m)
+				break;
+			if (can_n && (G->nc >= G->mc || !can_m))
+				G->nc = round_up(G->nc / 2, G->nr);
+			else
+				G->mc = round_up(G->mc / 2, G->mr);
+		}
+		G->mc = round_up(cdiv(M, cdiv(M, G->mc)), G->mr);
+		G->nc = round_up(cdiv(N, cdiv(N, G->nc)), G->nr);
+	}
+	G->units_m = cdiv(M, G->mc);
+	G->units_n = cdiv(N, G->nc);
+	int64_t units = G->batch * G->units_m * G->units_n;
+	st->loops[0].extent = units;
+	ln->var_extent[st->loops[0].var] = units;
+	st->loops[0].kind = LNL_PARALLEL;
+	st->grain = 1;
+	G->blocked = true;
+	ln->bufs[G->acc].numel = G->kc >= K ? 0 : units * G->mc * G->nc;
+}
+
+/* Does e read buffer c anywhere other than at index at? */
+static bool
+bad_c_load(const LnExpr *e, int c, const LnIdx *at, bool *seen)
+{
+	if (seen[e->id])
+		return false;
+	seen[e->id] = true;
+	switch (e->kind) {
+	case LNE_CONST:
+	case LNE_INDEX: return false;
+	case LNE_LOAD:
+		if (e->buf == c && (e->dyn || !ln_idx_equal(e->idx, at)))
+			return true;
+		return e->dyn && bad_c_load(e->dyn, c, at, seen);
+	case LNE_OP:
+		for (int i = 0; i < e->nargs; i++)
+			if (bad_c_load(e->args[i], c, at, seen))
+				return true;
+		return false;
+	}
+	return true;
+}
+
+static bool
+reads_buf(const LnExpr *e, int buf, bool *seen)
+{
+	if (seen[e->id])
+		return false;
+	seen[e->id] = true;
+	switch (e->kind) {
+	case LNE_CONST:
+	case LNE_INDEX: return false;
+	case LNE_LOAD: return e->buf == buf || (e->dyn && reads_buf(e->dyn, buf, seen));
+	case LNE_OP:
+		for (int i = 0; i < e->nargs; i++)
+			if (reads_buf(e->args[i], buf, seen))
+				return true;
+		return false;
+	}
+	return false;
+}
+
+static bool
+stage_reads(const LoopNest *ln, const LnStage *st, int buf, bool *seen)
+{
+	memset(seen, 0, sizeof(bool) * (size_t)ln->nexprs);
+	for (int i = 0; i < st->nstores; i++)
+		if (reads_buf(st->stores[i].value, buf, seen) || st->stores[i].buf == buf)
+			return true;
+	return false;
+}
+
+/* The terms of a sum. */
+static int
+terms(const LnIdx *x, const LnIdx **out, int n, int cap)
+{
+	if (x->kind == LNI_ADD) {
+		n = terms(x->a, out, n, cap);
+		return n < 0 ? n : terms(x->b, out, n, cap);
+	}
+	if (n >= cap)
+		return -1;
+	out[n] = x;
+	return n + 1;
+}
+
+/* Is x == sum over loops l of var_l * (product of the extents inside l)? */
+static bool
+row_major(const LnStage *ep, const LnIdx *x)
+{
+	const LnIdx *t[LN_MAX_LOOPS + 1];
+	int n = terms(x, t, 0, LN_MAX_LOOPS + 1), want = 0;
+	int64_t stride = 1;
+
+	for (int l = ep->nloops - 1; l >= 0; l--) {
+		int v = ep->loops[l].var;
+		bool found = ep->loops[l].extent == 1; /* a 1-trip var folds to 0 */
+		for (int i = 0; i < n && !found; i++)
+			found = (stride == 1 && t[i]->kind == LNI_VAR && t[i]->var == v) ||
+			        (t[i]->kind == LNI_MUL && t[i]->c == stride &&
+			         t[i]->a->kind == LNI_VAR && t[i]->a->var == v);
+		if (!found)
+			return false;
+		want += ep->loops[l].extent > 1;
+		stride *= ep->loops[l].extent;
+	}
+	return n == want || (want == 0 && n == 1 && t[0]->kind == LNI_CONST && t[0]->c == 0);
+}
+
+void
+gemm_fuse_epilogues(LoopNest *ln, const KcSchedule *s)
+{
+	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+
+	for (int i = 0; i + 1 < ln->nstages; i++) {
+		LnStage *st = &ln->stages[i], *ep = &ln->stages[i + 1];
+		LnGemm *G = st->gemm;
+		if (!G || !s->stage[i].fuse_epilogue || ln->bufs[G->c].arg >= 0)
+			continue;
+		if (ep->gemm || ep->nred > 0 || ep->nstores < 1 || ep->fused_into >= 0)
+			continue;
+		int64_t total = 1;
+		for (int l = 0; l < ep->nloops; l++)
+			total *= ep->loops[l].extent;
+		if (total != G->batch * G->M * G->N)
+			continue;
+		bool ok = true;
+		for (int j = 0; ok && j < ep->nstores; j++) {
+			memset(seen, 0, sizeof(bool) * (size_t)ln->nexprs);
+			ok = ln_idx_equal(ep->stores[j].idx, ep->stores[0].idx) &&
+			     ln->bufs[ep->stores[j].buf].numel == total &&
+			     !bad_c_load(ep->stores[j].value, G->c, ep->stores[0].idx, seen);
+		}
+		/* the store index must be the row-major position of the loops */
+		ok = ok && row_major(ep, ep->stores[0].idx);
+		for (int j = i + 2; ok && j < ln->nstages; j++)
+			ok = !stage_reads(ln, &ln->stages[j], G->c, seen);
+		if (!ok)
+			continue;
+		G->epi = i + 1;
+		ep->fused_into = i;
+		/* the epilogue's loops run inside the GEMM: plain, serial */
+		for (int l = 0; l < ep->nloops; l++)
+			ep->loops[l].kind = LNL_SERIAL;
+	}
+}
+
+KcStatus
+gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err)
+{
+	const LnGemm *G = st->gemm;
+	int bufs[3] = {G->a, G->b, G->c};
+	int64_t need[3] = {
+	    (G->batch - 1) * G->a_bs + (G->M - 1) * G->a_ms + (G->K - 1) * G->a_ks + 1,
+	    (G->batch - 1) * G->b_bs + (G->K - 1) * G->b_ks + (G->N - 1) * G->b_ns + 1,
+	    G->batch * G->M * G->N};
+
+	for (int i = 0; i < 3; i++) {
+		if (bufs[i] < 0 || bufs[i] >= ln->nbufs ||
+		    ln->bufs[bufs[i]].dtype != KC_DT_FLOAT32 || ln->bufs[bufs[i]].numel < need[i])
+			return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM operand %d out of bounds",
+			               st->name, i);
+	}
+	if (G->a_bs < 0 || G->a_ms < 0 || G->a_ks < 0 || G->b_bs < 0 || G->b_ks < 0 ||
+	    G->b_ns < 0)
+		return kc_fail(err, KC_CODEGEN, pass, "%s: negative GEMM stride", st->name);
+	if (G->blocked && G->kc < G->K &&
+	    (G->acc < 0 || G->acc >= ln->nbufs || ln->bufs[G->acc].arg >= 0 ||
+	     ln->bufs[G->acc].dtype != KC_DT_FLOAT64 ||
+	     ln->bufs[G->acc].numel < st->loops[0].extent * G->mc * G->nc))
+		return kc_fail(err, KC_CODEGEN, pass, "%s: bad GEMM accumulator", st->name);
+	if (!(ln->bufs[G->c].is_output || ln->bufs[G->c].arg < 0))
+		return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM writes an input", st->name);
+	if (G->blocked && (G->mr < 1 || G->mr > 16 || G->vw < 1 || G->nr < G->vw || G->nr % G->vw != 0 ||
+	    (int64_t)G->mr * (G->nr / G->vw) > 32 || G->kc < 1 || G->mc < G->mr ||
+	    G->mc % G->mr != 0 || G->nc < G->nr || G->nc % G->nr != 0 ||
+	    gemm_stack_bytes(G) > (INT64_C(1) << 20)))
+		return kc_fail(err, KC_CODEGEN, pass, "%s: bad GEMM blocking", st->name);
+	if (st->nloops != 1 || st->nstores != 0 || st->nred != 0 ||
+	    st->loops[0].extent != G->batch * G->units_m * G->units_n)
+		return kc_fail(err, KC_CODEGEN, pass, "%s: malformed GEMM stage", st->name);
+	return KC_OK;
+}
