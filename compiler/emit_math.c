@@ -237,6 +237,27 @@ math_tanh(LLVMBuilderRef b, LLVMValueRef x)
 	double c[20];
 	int deg = m->dbl ? 17 : 9;
 
+	if (!m->dbl) {
+		/* float32: the odd/even rational minimax approximation Eigen uses
+		 * (x P(x^2) / Q(x^2) on [-7.9988, 7.9988], x itself below 4e-4):
+		 * 4e-7 max error against double tanh, ten FMAs and one division
+		 * instead of an exp, a polynomial and a division */
+		static const double al[7] = {4.89352455891786e-03,  6.37261928875436e-04,
+		                             1.48572235717979e-05,  5.12229709037114e-08,
+		                             -8.60467152213735e-11, 2.00018790482477e-13,
+		                             -2.76076847742355e-16};
+		static const double be[4] = {4.89352518554385e-03, 2.26843463243900e-03,
+		                             1.18534705686654e-04, 1.19825839466702e-06};
+		LLVMValueRef lim = fc(m, 7.99881172180175781);
+		LLVMValueRef xc = SEL(FCMP(LLVMRealOGT, x, lim), lim, x);
+		xc = SEL(FCMP(LLVMRealOLT, xc, LLVMBuildFNeg(b, lim, "")), LLVMBuildFNeg(b, lim, ""), xc);
+		LLVMValueRef x2 = MUL(xc, xc);
+		LLVMValueRef p = MUL(xc, horner(m, x2, al, 7));
+		LLVMValueRef q = horner(m, x2, be, 4);
+		LLVMValueRef t = DIV(p, q);
+		t = SEL(FCMP(LLVMRealOLT, fabs_(m, x), fc(m, 0.0004)), x, t);
+		return SEL(FCMP(LLVMRealUNO, x, x), x, t); /* NaN stays NaN */
+	}
 	/* expm1(u) = u * (1 + u/2 + u^2/6 + ...) */
 	c[0] = 1;
 	for (int i = 1; i < deg; i++)
