@@ -29,9 +29,9 @@ typedef struct Em {
 } Em;
 
 /* emit_llvm.c */
-LLVMValueRef em_expr(Em *E, const LnExpr *e);                         /* memoised */
-void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v);       /* narrows */
-void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);             /* !llvm.loop */
+LLVMValueRef em_expr(Em *E, const LnExpr *e);                    /* memoised */
+void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v); /* narrows */
+void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);       /* !llvm.loop */
 void em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name);
 
 /* emit_gemm.c: the body of GEMM stage st (its work units [lo, hi)) into

@@ -177,7 +177,31 @@ pack_elem(Em *E, const LnGemm *G, LLVMValueRef Bb, LLVMValueRef panel, LLVMValue
 	                 LLVMBuildMul(b, ncl, k64(E, G->b_ns), ""), "");
 	LLVMValueRef v = load_f(E, E->f32, gep(E, Bb, off), 4);
 	v = LLVMBuildSelect(b, ok, v, LLVMConstNull(E->f32), "");
-	store_f(E, v, gep(E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, kk, k64(E, nr), ""), c, "")), 4);
+	store_f(E, v, gep(E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, kk, k64(E, nr), ""), c, "")),
+	        4);
+}
+
+/* Transposes the n x n matrix held as n row vectors, in place: log2(n)
+ * butterfly stages of two-source shuffles (n^2 log2(n) / n shuffles). */
+static void
+transpose(Em *E, LLVMValueRef *r, int n)
+{
+	LLVMValueRef ma[64], mb[64];
+	for (int h = 1; h < n; h *= 2) {
+		for (int j = 0; j < n; j++) {
+			ma[j] = LLVMConstInt(E->i32, (unsigned)((j & h) == 0 ? j : j - h + n), 0);
+			mb[j] = LLVMConstInt(E->i32, (unsigned)((j & h) == 0 ? j + h : j + n), 0);
+		}
+		LLVMValueRef va = LLVMConstVector(ma, (unsigned)n),
+		             vb = LLVMConstVector(mb, (unsigned)n);
+		for (int i = 0; i < n; i++) {
+			if (i & h)
+				continue;
+			LLVMValueRef x = r[i], y = r[i + h];
+			r[i] = LLVMBuildShuffleVector(E->b, x, y, va, "");
+			r[i + h] = LLVMBuildShuffleVector(E->b, x, y, vb, "");
+		}
+	}
 }
 
 /* Sets the vars of loops[from, to) of an injective stage from the
@@ -234,15 +258,16 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef pc = loop_open(E, &lk, k64(E, 0), k64(E, G->K), G->kc, "kblock");
 	LLVMValueRef kcur = smin(E, k64(E, G->kc), LLVMBuildSub(b, k64(E, G->K), pc, ""));
 	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, pc, k64(E, 0), "first");
-	LLVMValueRef last = LLVMBuildICmp(
-	    b, LLVMIntSGE, LLVMBuildAdd(b, pc, k64(E, G->kc), ""), k64(E, G->K), "last");
+	LLVMValueRef last = LLVMBuildICmp(b, LLVMIntSGE, LLVMBuildAdd(b, pc, k64(E, G->kc), ""),
+	                                  k64(E, G->K), "last");
 
 	/* pack B's block into nr-wide panels: Bp[j][k][c] */
-	LLVMValueRef npan = LLVMBuildUDiv(b, LLVMBuildAdd(b, ncur, k64(E, nr - 1), ""),
-	                                  k64(E, nr), "npanels");
+	LLVMValueRef npan =
+	    LLVMBuildUDiv(b, LLVMBuildAdd(b, ncur, k64(E, nr - 1), ""), k64(E, nr), "npanels");
 	GLoop lj, lkk, lc;
 	LLVMValueRef j = loop_open(E, &lj, k64(E, 0), npan, 1, "pack");
-	LLVMValueRef panel = gep(E, bp, LLVMBuildMul(b, LLVMBuildMul(b, j, kcur, ""), k64(E, nr), ""));
+	LLVMValueRef panel =
+	    gep(E, bp, LLVMBuildMul(b, LLVMBuildMul(b, j, kcur, ""), k64(E, nr), ""));
 	LLVMValueRef nbase = LLVMBuildAdd(b, n0, LLVMBuildMul(b, j, k64(E, nr), ""), "");
 	if (G->b_ns == 1) {
 		/* rows of B are contiguous: a full panel is nv vector copies per k */
@@ -254,9 +279,11 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMBuildCondBr(b, fullp, bf, bt);
 		LLVMPositionBuilderAtEnd(b, bf);
 		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
-		LLVMValueRef src = gep(E, Bb, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""),
-		                                                        k64(E, G->b_ks), ""),
-		                                         nbase, ""));
+		LLVMValueRef src =
+		    gep(E, Bb,
+		        LLVMBuildAdd(
+		            b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""),
+		            nbase, ""));
 		LLVMValueRef dst = gep(E, panel, LLVMBuildMul(b, kk, k64(E, nr), ""));
 		for (int v = 0; v < nv; v++)
 			store_f(E, load_f(E, vt, gep(E, src, k64(E, v * vw)), 4),
@@ -271,8 +298,62 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		plain_md(E, loop_close(E, &lkk));
 		LLVMBuildBr(b, bd);
 		LLVMPositionBuilderAtEnd(b, bd);
+	} else if (vw > 1) {
+		/* B's rows run along k (transpose_b): per group of vw columns, vw x vw
+		 * blocks are loaded as vw row vectors, transposed in registers and
+		 * stored as panel rows; a k tail and columns past N element-wise */
+		LLVMValueRef kfull =
+		    LLVMBuildMul(b, LLVMBuildUDiv(b, kcur, k64(E, vw), ""), k64(E, vw), "kfull");
+		GLoop lg;
+		LLVMValueRef g = loop_open(E, &lg, k64(E, 0), k64(E, nv), 1, "packt_g");
+		{
+			LLVMValueRef c0 = LLVMBuildMul(b, g, k64(E, vw), "");
+			LLVMValueRef c1 = LLVMBuildAdd(b, c0, k64(E, vw), "");
+			LLVMValueRef ng = LLVMBuildAdd(b, nbase, c0, "");
+			LLVMValueRef fullg = LLVMBuildICmp(
+			    b, LLVMIntSLE, LLVMBuildAdd(b, ng, k64(E, vw), ""), k64(E, G->N), "");
+			LLVMBasicBlockRef bv =
+			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt");
+			LLVMBasicBlockRef bs =
+			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt_tail");
+			LLVMBasicBlockRef bd =
+			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt_done");
+			LLVMBuildCondBr(b, fullg, bv, bs);
+			LLVMPositionBuilderAtEnd(b, bv);
+			LLVMValueRef k0 = loop_open(E, &lkk, k64(E, 0), kfull, vw, "packt_k");
+			LLVMValueRef rows[64];
+			for (int i = 0; i < vw; i++) {
+				LLVMValueRef off =
+				    LLVMBuildAdd(b,
+				                 LLVMBuildMul(b, LLVMBuildAdd(b, ng, k64(E, i), ""),
+				                              k64(E, G->b_ns), ""),
+				                 LLVMBuildAdd(b, pc, k0, ""), "");
+				rows[i] = load_f(E, vt, gep(E, Bb, off), 4);
+			}
+			transpose(E, rows, vw);
+			LLVMValueRef dst = gep(
+			    E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, k0, k64(E, nr), ""), c0, ""));
+			for (int i = 0; i < vw; i++)
+				store_f(E, rows[i], gep(E, dst, k64(E, (int64_t)i * nr)), valign);
+			plain_md(E, loop_close(E, &lkk));
+			LLVMValueRef kk = loop_open(E, &lkk, kfull, kcur, 1, "packt_kt");
+			LLVMValueRef c = loop_open(E, &lc, c0, c1, 1, "packt_c");
+			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+			plain_md(E, loop_close(E, &lc));
+			plain_md(E, loop_close(E, &lkk));
+			LLVMBuildBr(b, bd);
+			LLVMPositionBuilderAtEnd(b, bs);
+			c = loop_open(E, &lc, c0, c1, 1, "packs_c");
+			kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
+			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+			plain_md(E, loop_close(E, &lkk));
+			plain_md(E, loop_close(E, &lc));
+			LLVMBuildBr(b, bd);
+			LLVMPositionBuilderAtEnd(b, bd);
+		}
+		plain_md(E, loop_close(E, &lg));
 	} else {
-		/* columns of B are contiguous (transpose_b): copy along k */
+		/* scalar vectors, B's rows along k: copy along k */
 		LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_c");
 		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
 		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
@@ -295,9 +376,9 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	}
 	LLVMValueRef jr = loop_open(E, &ljr, k64(E, 0), ncur, nr, "cols");
 	LLVMValueRef ncols = smin(E, k64(E, nr), LLVMBuildSub(b, ncur, jr, ""));
-	LLVMValueRef pan =
-	    gep(E, bp, LLVMBuildMul(b, LLVMBuildUDiv(b, jr, k64(E, nr), ""),
-	                            LLVMBuildMul(b, kcur, k64(E, nr), ""), ""));
+	LLVMValueRef pan = gep(E, bp,
+	                       LLVMBuildMul(b, LLVMBuildUDiv(b, jr, k64(E, nr), ""),
+	                                    LLVMBuildMul(b, kcur, k64(E, nr), ""), ""));
 
 	/* the micro-kernel: k = 0..kcur-1 (kcur >= 1), accumulators in phis */
 	LLVMValueRef acc[32], nacc[32];
@@ -323,11 +404,12 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		for (int r = 0; r < mr; r++) {
 			LLVMValueRef a = load_f(E, E->f32, gep(E, rowp[r], ka), 4);
 			if (vw > 1) {
-				LLVMValueRef ins = LLVMBuildInsertElement(b, LLVMGetPoison(vt), a,
-				                                          LLVMConstInt(E->i32, 0, 0), "");
+				LLVMValueRef ins = LLVMBuildInsertElement(
+				    b, LLVMGetPoison(vt), a, LLVMConstInt(E->i32, 0, 0), "");
 				LLVMValueRef mask =
 				    LLVMConstNull(LLVMVectorType(E->i32, (unsigned)vw));
-				a = LLVMBuildShuffleVector(b, ins, LLVMGetPoison(vt), mask, "bcast");
+				a = LLVMBuildShuffleVector(b, ins, LLVMGetPoison(vt), mask,
+				                           "bcast");
 			}
 			for (int v = 0; v < nv; v++) {
 				LLVMValueRef args[3] = {a, bv[v], acc[r * nv + v]};
@@ -370,7 +452,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				pa[i] = LLVMBuildInBoundsGEP2(b, E->f64, abase, &o, 1, "");
 				LLVMValueRef x = LLVMBuildFPExt(b, vals[i], dt, "");
 				LLVMValueRef old = load_f(E, dt, pa[i], 8);
-				sum[i] = LLVMBuildSelect(b, first, x, LLVMBuildFAdd(b, old, x, ""), "");
+				sum[i] =
+				    LLVMBuildSelect(b, first, x, LLVMBuildFAdd(b, old, x, ""), "");
 			}
 		LLVMBasicBlockRef bnl = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_acc");
 		LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_last");
@@ -396,7 +479,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMValueRef nc0 = LLVMBuildAdd(b, n0, jr, "");
 		for (int r = 0; r < mr; r++) {
 			LLVMValueRef row = LLVMBuildAdd(
-			    b, LLVMBuildMul(b, LLVMBuildAdd(b, mr0, k64(E, r), ""), k64(E, G->N), ""),
+			    b,
+			    LLVMBuildMul(b, LLVMBuildAdd(b, mr0, k64(E, r), ""), k64(E, G->N), ""),
 			    nc0, "");
 			for (int v = 0; v < nv; v++)
 				store_f(E, vals[r * nv + v],
@@ -413,8 +497,9 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		GLoop lr, lcc;
 		LLVMValueRef r = loop_open(E, &lr, k64(E, 0), mrows, 1, "trow");
 		LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildAdd(b, m0, ir, ""), r, "");
-		LLVMValueRef crow = gep(E, Cb, LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->N), ""),
-		                                          LLVMBuildAdd(b, n0, jr, ""), ""));
+		LLVMValueRef crow = gep(E, Cb,
+		                        LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->N), ""),
+		                                     LLVMBuildAdd(b, n0, jr, ""), ""));
 		LLVMValueRef trow = gep(E, tile, LLVMBuildMul(b, r, k64(E, nr), ""));
 		int split = -1; /* epilogue loops [split, n) cover exactly one row of N */
 		LLVMValueRef R = NULL;
@@ -439,8 +524,9 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			if (split >= 0)
 				set_vars(E, ep, split, ep->nloops, n);
 			else
-				set_vars(E, ep, 0, ep->nloops,
-				         LLVMBuildAdd(b, LLVMBuildMul(b, R, k64(E, G->N), ""), n, ""));
+				set_vars(
+				    E, ep, 0, ep->nloops,
+				    LLVMBuildAdd(b, LLVMBuildMul(b, R, k64(E, G->N), ""), n, ""));
 			memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
 			E->tile_buf = G->c;
 			E->tile_val = t;

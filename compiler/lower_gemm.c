@@ -291,8 +291,7 @@ gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err)
 			return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM operand %d out of bounds",
 			               st->name, i);
 	}
-	if (G->a_bs < 0 || G->a_ms < 0 || G->a_ks < 0 || G->b_bs < 0 || G->b_ks < 0 ||
-	    G->b_ns < 0)
+	if (G->a_bs < 0 || G->a_ms < 0 || G->a_ks < 0 || G->b_bs < 0 || G->b_ks < 0 || G->b_ns < 0)
 		return kc_fail(err, KC_CODEGEN, pass, "%s: negative GEMM stride", st->name);
 	if (G->blocked && G->kc < G->K &&
 	    (G->acc < 0 || G->acc >= ln->nbufs || ln->bufs[G->acc].arg >= 0 ||
@@ -301,10 +300,10 @@ gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err)
 		return kc_fail(err, KC_CODEGEN, pass, "%s: bad GEMM accumulator", st->name);
 	if (!(ln->bufs[G->c].is_output || ln->bufs[G->c].arg < 0))
 		return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM writes an input", st->name);
-	if (G->blocked && (G->mr < 1 || G->mr > 16 || G->vw < 1 || G->nr < G->vw || G->nr % G->vw != 0 ||
-	    (int64_t)G->mr * (G->nr / G->vw) > 32 || G->kc < 1 || G->mc < G->mr ||
-	    G->mc % G->mr != 0 || G->nc < G->nr || G->nc % G->nr != 0 ||
-	    gemm_stack_bytes(G) > (INT64_C(1) << 20)))
+	if (G->blocked && (G->mr < 1 || G->mr > 16 || G->vw < 1 || G->nr < G->vw ||
+	                   G->nr % G->vw != 0 || (int64_t)G->mr * (G->nr / G->vw) > 32 ||
+	                   G->kc < 1 || G->mc < G->mr || G->mc % G->mr != 0 || G->nc < G->nr ||
+	                   G->nc % G->nr != 0 || gemm_stack_bytes(G) > (INT64_C(1) << 20)))
 		return kc_fail(err, KC_CODEGEN, pass, "%s: bad GEMM blocking", st->name);
 	if (st->nloops != 1 || st->nstores != 0 || st->nred != 0 ||
 	    st->loops[0].extent != G->batch * G->units_m * G->units_n)
