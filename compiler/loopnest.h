@@ -188,7 +188,8 @@ typedef struct KcKnobs {
 	int unroll;             /* interleave count, 1..16 */
 	int64_t parallel_grain; /* minimum elements per task, >= 1 */
 	/* "matmul" template only (GEMM stages; see LnGemm) */
-	int mr, nr_vecs;        /* micro-tile: mr rows x nr_vecs vectors */
+	int mr, nr_vecs;        /* micro-tile: mr rows x nr_vecs vectors (0: auto) */
+	int vregs;              /* not a knob: the target's vector registers */
 	int64_t mc, nc, kc;     /* cache blocking */
 	bool fuse_epilogue;     /* run the elementwise consumer on the tile */
 } KcKnobs;

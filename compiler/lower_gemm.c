@@ -96,6 +96,46 @@ gemm_stack_bytes(const LnGemm *G)
 	return (G->kc * G->nc + (int64_t)G->mr * G->nr) * 4 + 128;
 }
 
+/* The micro-tile (mr rows x nv vectors): the knobs', or, where they are 0,
+ * the candidate that fits the register file (mr * nv accumulators + nv B
+ * vectors + a broadcast) with the least work per useful FMA: padded
+ * ceil(M/mr) mr x ceil(N/nr) nr, divided by the FMAs per load of the
+ * micro-kernel, mr nv / (mr + nv). The first candidate wins ties. */
+static void
+pick_tile(const LnGemm *G, const KcKnobs *k, int *mr, int *nr)
+{
+	static const int c32[][2] = {{8, 3}, {6, 4}, {12, 2}, {4, 6}, {16, 1}};
+	static const int c16[][2] = {{6, 2}, {4, 3}, {3, 4}, {12, 1}};
+	const int(*c)[2] = k->vregs >= 32 ? c32 : c16;
+	int n =
+	    k->vregs >= 32 ? (int)(sizeof c32 / sizeof c32[0]) : (int)(sizeof c16 / sizeof c16[0]);
+	int vw = k->vector_width, best = -1;
+	double bcost = 0;
+
+	for (int i = 0; i < n; i++) {
+		int m = c[i][0], v = c[i][1];
+		if ((k->mr && m != k->mr) || (k->nr_vecs && v != k->nr_vecs) || v * vw > 64)
+			continue;
+		double work = (double)round_up(G->M, m) * (double)round_up(G->N, (int64_t)v * vw);
+		double cost = work * (m + v) / (m * v);
+		if (best < 0 || cost < bcost) {
+			best = i;
+			bcost = cost;
+		}
+	}
+	if (best >= 0) {
+		*mr = c[best][0];
+		*nr = c[best][1] * vw;
+		return;
+	}
+	/* an explicit tile outside the table (validated by the parser) */
+	*mr = k->mr ? k->mr : 4;
+	int v = k->nr_vecs ? k->nr_vecs : 1;
+	while (v > 1 && (v * vw > 64 || *mr * v > 32))
+		v--;
+	*nr = v * vw;
+}
+
 void
 gemm_block(LoopNest *ln, LnStage *st, const KcKnobs *k)
 {
@@ -103,10 +143,7 @@ gemm_block(LoopNest *ln, LnStage *st, const KcKnobs *k)
 	int64_t M = G->M, N = G->N, K = G->K;
 
 	G->vw = k->vector_width;
-	G->mr = k->mr;
-	G->nr = k->nr_vecs * k->vector_width;
-	if (G->nr > 64) /* a vector width of 32 or 64 makes huge tiles */
-		G->nr = k->vector_width;
+	pick_tile(G, k, &G->mr, &G->nr);
 	G->kc = k->kc > 0 ? (k->kc < K ? k->kc : K) : K <= 512 ? K : cdiv(K, cdiv(K, 384));
 	if (k->nc > 0) {
 		G->nc = round_up(k->nc, G->nr);

@@ -84,19 +84,12 @@ sched_default_knobs(const KcTarget *t, KcKnobs *out)
 	out->vector_width = w;
 	out->unroll = 2;
 	out->parallel_grain = 16384;
-	/* GEMM micro-tile: accumulators mr x nr_vecs plus nr_vecs B vectors
-	 * and a broadcast must fit the vector registers: 32 with AVX-512 and
-	 * on AArch64 (NEON), 16 with AVX2/SSE */
-	if (w == 16) {
-		out->mr = 8;
-		out->nr_vecs = 3;
-	} else if (strncmp(t->triple, "aarch64", 7) == 0) {
-		out->mr = 8;
-		out->nr_vecs = 3;
-	} else {
-		out->mr = 6;
-		out->nr_vecs = 2;
-	}
+	/* GEMM micro-tile: 0 = chosen from the shape among the tiles that fit
+	 * the vector registers (lower_gemm.c): 32 with AVX-512 and on AArch64
+	 * (NEON), 16 with AVX2/SSE */
+	out->mr = 0;
+	out->nr_vecs = 0;
+	out->vregs = w == 16 || strncmp(t->triple, "aarch64", 7) == 0 ? 32 : 16;
 	out->mc = out->nc = out->kc = 0; /* from the shape (lower_gemm.c) */
 	out->fuse_epilogue = true;
 }
@@ -107,8 +100,9 @@ static void
 put_knobs(KcBuf *b, const KcKnobs *k, bool gemm)
 {
 	if (gemm)
-		kc_buf_printf(b, "\"fuse_epilogue\":%s,\"kc\":%lld,\"mc\":%lld,\"mr\":%d,"
-		                 "\"nc\":%lld,\"nr_vecs\":%d,",
+		kc_buf_printf(b,
+		              "\"fuse_epilogue\":%s,\"kc\":%lld,\"mc\":%lld,\"mr\":%d,"
+		              "\"nc\":%lld,\"nr_vecs\":%d,",
 		              k->fuse_epilogue ? "true" : "false", (long long)k->kc,
 		              (long long)k->mc, k->mr, (long long)k->nc, k->nr_vecs);
 	kc_buf_printf(b, "\"parallel_grain\":%lld", (long long)k->parallel_grain);
@@ -228,23 +222,25 @@ parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, bool gemm, const char *w,
 			stages = it;
 		} else if (gemm && strcmp(name, "mr") == 0) {
 			key = 4;
-			if (!int_knob(it, 1, 16, &v))
-				return kc_fail(err, KC_BAD_SCHEDULE, w,
-				               "mr must be an integer from 1 to 16");
+			if (!int_knob(it, 0, 16, &v))
+				return kc_fail(
+				    err, KC_BAD_SCHEDULE, w,
+				    "mr must be an integer from 0 (from the shape) to 16");
 			k->mr = (int)v;
 		} else if (gemm && strcmp(name, "nr_vecs") == 0) {
 			key = 5;
-			if (!int_knob(it, 1, 8, &v))
-				return kc_fail(err, KC_BAD_SCHEDULE, w,
-				               "nr_vecs must be an integer from 1 to 8");
+			if (!int_knob(it, 0, 8, &v))
+				return kc_fail(
+				    err, KC_BAD_SCHEDULE, w,
+				    "nr_vecs must be an integer from 0 (from the shape) to 8");
 			k->nr_vecs = (int)v;
 		} else if (gemm && (strcmp(name, "mc") == 0 || strcmp(name, "nc") == 0 ||
 		                    strcmp(name, "kc") == 0)) {
 			key = name[0] == 'm' ? 6 : name[0] == 'n' ? 7 : 8;
 			if (!int_knob(it, 0, 8192, &v))
-				return kc_fail(err, KC_BAD_SCHEDULE, w,
-				               "%s must be an integer from 0 (from the shape) to 8192",
-				               name);
+				return kc_fail(
+				    err, KC_BAD_SCHEDULE, w,
+				    "%s must be an integer from 0 (from the shape) to 8192", name);
 			*(key == 6 ? &k->mc : key == 7 ? &k->nc : &k->kc) = v;
 		} else if (gemm && strcmp(name, "fuse_epilogue") == 0) {
 			key = 9;
