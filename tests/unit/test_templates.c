@@ -66,6 +66,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -710,31 +711,81 @@ run_case(const char *label, char *json, double atol32)
 	cs->grain1 = fam_grain1 && (full || cs->seed % 2 == 0); /* CI: about half */
 }
 
+/* The case each worker runs, for the crash report. */
+#define MAX_JOBS 16
+static Case *volatile running[MAX_JOBS];
+
+static void
+say(const char *s)
+{
+	size_t n = strlen(s);
+	while (n > 0) {
+		ssize_t w = write(1, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+/* A kernel that crashes takes the process with it: name the cases that
+ * were running (with their JSON and seed), then die of the signal. */
+static void
+on_crash(int sig)
+{
+	say("\n# CRASH (signal) while running:\n");
+	for (int i = 0; i < MAX_JOBS; i++) {
+		Case *cs = running[i];
+		char seed[32];
+		int n = 0;
+		uint64_t v;
+		if (!cs)
+			continue;
+		v = cs->seed;
+		do
+			seed[sizeof seed - 2 - n++] = (char)('0' + v % 10);
+		while ((v /= 10) && n < 30);
+		seed[sizeof seed - 1] = 0;
+		say("# ");
+		say(cs->label);
+		say(" (seed ");
+		say(seed + sizeof seed - 1 - n);
+		say(")\n# ");
+		say(cs->json);
+		say("\n");
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 static void *
 case_worker(void *arg)
 {
-	(void)arg;
+	int slot = (int)(intptr_t)arg;
 	for (;;) {
 		int i = atomic_fetch_add(&next_case, 1);
 		if (i >= ncases)
-			return NULL;
+			break;
+		running[slot] = &cases[i];
 		double t0 = now();
 		cases[i].ok = check(&cases[i]);
 		cases[i].secs = now() - t0;
 	}
+	running[slot] = NULL;
+	return NULL;
 }
 
 /* Runs the queued cases on `jobs` threads, then reports them in order. */
 static void
 run_cases(int *fails, int *grain1_runs)
 {
-	pthread_t th[16];
+	pthread_t th[MAX_JOBS];
 	int started = 0;
 	atomic_store(&next_case, 0);
-	for (int i = 1; i < jobs && i < 16; i++)
-		if (pthread_create(&th[started], NULL, case_worker, NULL) == 0)
+	for (int i = 1; i < jobs && i < MAX_JOBS; i++)
+		if (pthread_create(&th[started], NULL, case_worker, (void *)(intptr_t)i) == 0)
 			started++;
-	case_worker(NULL);
+	case_worker((void *)(intptr_t)0);
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	for (int i = 0; i < ncases; i++) {
@@ -1488,6 +1539,11 @@ main(int argc, char **argv)
 		}
 	}
 	kc_compiler_init();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGSEGV, on_crash);
+	signal(SIGBUS, on_crash);
+	signal(SIGILL, on_crash);
+	signal(SIGFPE, on_crash);
 	KcErr err = {0};
 	if (kc_target_host(&host, &err) != KC_OK) {
 		printf("Bail out! no host target: %s\n", err.msg);
