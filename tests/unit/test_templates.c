@@ -193,7 +193,7 @@ typedef struct Case {
 	bool grain1;  /* also run with parallel_grain 1 */
 	uint64_t seed;
 	/* results, written by the worker that ran it */
-	bool ok, grain1_ran;
+	bool ok, grain1_ran, blocks_ran; /* blocks: the tiny GEMM blocking knobs */
 	const char *tmpl; /* the default template (a static string of sched.c) */
 	char msg[1024];
 	double secs, t_compile, t_interp, t_run;
@@ -630,10 +630,26 @@ check(Case *cs)
 	cs->tmpl = kc_schedule_template(s);
 	if (!kern_load(c, g, s, &k, msg, cap, &cs->t_compile))
 		goto done;
+	char what1[200] = "3-thread runtime, knobs {\"parallel_grain\":1}";
 	if (cs->grain1) {
 		KcSchedule *s1 = NULL;
-		st = kc_schedule_from_json(c, g, &host, kc_schedule_template(s),
-		                           "{\"parallel_grain\":1}", &s1, &err);
+		/* a MatMul's GEMM stage also gets tiny blocks (K, row and column
+		 * blocks with tails everywhere) when its template takes them */
+		static const int kcs[] = {1, 5, 16, 100};
+		char knobs[128];
+		snprintf(knobs, sizeof knobs, "{\"parallel_grain\":1,\"kc\":%d,\"mc\":%d,\"nc\":%d}",
+		         kcs[cs->seed / 2 % 4], cs->seed / 8 % 2 ? 17 : 1, cs->seed / 16 % 2 ? 50 : 1);
+		st = KC_BAD_SCHEDULE;
+		if (!strcmp(kc_schedule_template(s), "matmul"))
+			st = kc_schedule_from_json(c, g, &host, kc_schedule_template(s), knobs, &s1,
+			                           &err);
+		if (st == KC_OK) {
+			snprintf(what1, sizeof what1, "3-thread runtime, knobs %s", knobs);
+			cs->blocks_ran = true;
+		}
+		else
+			st = kc_schedule_from_json(c, g, &host, kc_schedule_template(s),
+			                           "{\"parallel_grain\":1}", &s1, &err);
 		if (st != KC_OK) {
 			snprintf(msg, cap, "the %s template refuses {\"parallel_grain\":1}: %s",
 			         kc_schedule_template(s), err.msg);
@@ -675,8 +691,7 @@ check(Case *cs)
 	     run_once(&x, k.fn, &pool, true, 0x7F, "3-thread runtime", msg, cap, &cs->t_run);
 	if (ok && k1.fn) {
 		cs->grain1_ran = true;
-		ok = run_once(&x, k1.fn, &pool, true, 0x7F, "3-thread runtime, parallel_grain 1",
-		              msg, cap, &cs->t_run);
+		ok = run_once(&x, k1.fn, &pool, true, 0x7F, what1, msg, cap, &cs->t_run);
 	}
 done:
 	for (int i = 0; i < x.n; i++) {
@@ -777,7 +792,7 @@ case_worker(void *arg)
 
 /* Runs the queued cases on `jobs` threads, then reports them in order. */
 static void
-run_cases(int *fails, int *grain1_runs)
+run_cases(int *fails, int *grain1_runs, int *blocks_runs)
 {
 	pthread_t th[MAX_JOBS];
 	int started = 0;
@@ -796,6 +811,7 @@ run_cases(int *fails, int *grain1_runs)
 		sum_interp += cs->t_interp;
 		sum_run += cs->t_run;
 		*grain1_runs += cs->grain1_ran;
+		*blocks_runs += cs->grain1_ran && cs->blocks_ran;
 		if (cs->secs > slowest_s) {
 			slowest_s = cs->secs;
 			snprintf(slowest, sizeof slowest, "%s", cs->label);
@@ -940,6 +956,14 @@ matmul(void)
 		for (int t = 0; t < 4; t++)
 			mm2(edges[e][0], edges[e][1], edges[e][2], t & 1, t >> 1, "float32", "float32",
 			    0);
+	/* blocking edges of a blocked GEMM: K just over one block (512) and K
+	 * split into uneven blocks, M just over one row block (144), N around
+	 * the register tile (48 columns with AVX-512) */
+	static const int64_t blk[][3] = {{17, 33, 513}, {17, 33, 1025}, {145, 47, 33},
+	                                 {9, 49, 700},  {2, 95, 97},    {150, 97, 600}};
+	for (size_t e = 0; e < sizeof blk / sizeof blk[0]; e++)
+		for (int t = 0; t < 4; t++)
+			mm2(blk[e][0], blk[e][1], blk[e][2], t & 1, t >> 1, "float32", "float32", 0);
 	/* GEMV: M = 1 (and N = 1), including the classifier head 1x1000x2048 */
 	static const int64_t gn[] = {1, 16, 17, 1000}, gk[] = {1, 17, 768, 2048};
 	for (int i = 0; i < 4; i++)
@@ -1023,6 +1047,51 @@ batchmatmul(void)
 		   true, "float32", "float32", 0);
 }
 
+/* Computed operands ahead of a float32 MatMul: kind 0, a float16 weight
+ * cast to float32 (b = Cast(w)); kind 1, a scaled activation (a = x * 0.5)
+ * and a transposed weight; kind 2, the product followed by a softmax over
+ * its rows (the attention pattern: a reduction after the MatMul). */
+static void
+mm_around(int64_t M, int64_t N, int64_t K, bool tb, int kind)
+{
+	static const char *const kinds[] = {"Cast(float16 b)", "a*0.5", "softmax after"};
+	char label[256], attr[256];
+	const char *f = "float32", *ash = SH(M, K), *bsh = tb ? SH(N, K) : SH(K, N),
+	           *osh = SH(M, N), *rsh = SH(M, 1);
+	G g = {0};
+	snprintf(label, sizeof label, "MatMul M=%lld N=%lld K=%lld tb=%d with %s", (long long)M,
+	         (long long)N, (long long)K, tb, kinds[kind]);
+	if (filter && !strstr(label, filter))
+		return;
+	snprintf(attr, sizeof attr,
+	         "[{\"name\":\"transpose_a\",\"value\":false},{\"name\":\"transpose_b\","
+	         "\"value\":%s}]",
+	         tf(tb));
+	g_in(&g, T("x", f, ash));
+	g_in(&g, T("w", kind == 0 ? "float16" : f, bsh));
+	const char *a = T("x", f, ash), *b = T("w", f, bsh);
+	if (kind == 0) {
+		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float32\"}]",
+		     T("wf", f, bsh), 1, T("w", "float16", bsh));
+		b = T("wf", f, bsh);
+	} else if (kind == 1) {
+		g_op(&g, "Mul", "null", T("xs", f, ash), 2, a, CST("0.5", f));
+		a = T("xs", f, ash);
+	}
+	g_op(&g, "MatMul", attr, T(kind == 2 ? "mm" : "y", f, osh), 2, a, b);
+	if (kind == 2) {
+		static const char keep[] =
+		    "[{\"name\":\"axis\",\"value\":[-1]},{\"name\":\"keep_dims\",\"value\":true}]";
+		g_op(&g, "ReduceMax", keep, T("m", f, rsh), 1, T("mm", f, osh));
+		g_op(&g, "Sub", "null", T("s", f, osh), 2, T("mm", f, osh), T("m", f, rsh));
+		g_op(&g, "Exp", "null", T("e", f, osh), 1, T("s", f, osh));
+		g_op(&g, "ReduceSum", keep, T("z", f, rsh), 1, T("e", f, osh));
+		g_op(&g, "RealDiv", "null", T("y", f, osh), 2, T("e", f, osh), T("z", f, rsh));
+	}
+	g_out(&g, T("y", f, osh));
+	run_case(label, g_json(&g, "Fused_MatMul_around_sweep"), 1e-5 * (double)K);
+}
+
 static void
 epilogue(void)
 {
@@ -1040,6 +1109,14 @@ epilogue(void)
 	mm(1, (const int64_t[]){3}, 1, (const int64_t[]){3}, 17, 33, 15, false, true, "float32",
 	   "float32", 1);
 	mm(1, (const int64_t[]){12}, 0, NULL, 5, 65, 16, false, false, "float32", "float32", 2);
+	/* over several K blocks */
+	mm2(33, 65, 1025, false, false, "float32", "float32", 2);
+	mm2(17, 47, 700, false, true, "float32", "float32", 1);
+	/* computed operands, a reduction after the product */
+	static const int64_t around[][3] = {{1, 17, 33}, {2, 5, 7}, {17, 33, 65}, {65, 49, 600}};
+	for (size_t s = 0; s < sizeof around / sizeof around[0]; s++)
+		for (int k = 0; k < 3; k++)
+			mm_around(around[s][0], around[s][1], around[s][2], (s + (size_t)k) & 1, k);
 	/* BERT's FFN: 128 x 3072 x 768 */
 	mm2(128, 3072, 768, false, true, "float32", "float32", 1);
 	if (full)
@@ -1493,13 +1570,14 @@ static void
 family(const char *name, void (*fn)(void))
 {
 	double t0 = now(), c0 = cpu_now();
-	int fails = 0, grain1_runs = 0, n;
+	int fails = 0, grain1_runs = 0, blocks_runs = 0, n;
 	fam_grain1 = false;
 	fn();
 	n = ncases;
-	run_cases(&fails, &grain1_runs);
-	printf("# %s: %d cases (%d also with parallel_grain 1), %d failed, %.1f s (%.1f s CPU)\n",
-	       name, n, grain1_runs, fails, now() - t0, cpu_now() - c0);
+	run_cases(&fails, &grain1_runs, &blocks_runs);
+	printf("# %s: %d cases (%d also with parallel_grain 1, %d of them with tiny GEMM blocks), "
+	       "%d failed, %.1f s (%.1f s CPU)\n",
+	       name, n, grain1_runs, blocks_runs, fails, now() - t0, cpu_now() - c0);
 	OKF(fails == 0, "%s: %d of %d cases match the interpreter", name, n - fails, n);
 }
 
