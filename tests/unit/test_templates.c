@@ -17,7 +17,9 @@
  *               against rank 3), attention-sized products;
  *   epilogue    MatMul/BatchMatMul + bias [N] + GeLU (tanh form) + Cast to
  *               float16 as one composite (also with the float32 bias sum as
- *               a second output);
+ *               a second output, and over several K blocks); computed
+ *               operands (Cast of a float16 weight, a scaled activation);
+ *               a softmax after the product;
  *   reduce      ReduceSum/ReduceMax (some ReduceMin/ReduceProd) over the
  *               last, first and a middle axis, several axes, all axes,
  *               keep_dims or not, float32/float16/int32;
@@ -41,8 +43,12 @@
  *   - through a 3-thread KcsRuntime, every buffer only element-aligned,
  *     outputs pre-filled with 0x7F bytes;
  *   - for the matmul, batchmatmul, epilogue, reduce, softmax and layernorm
- *     families also with the same template and "parallel_grain": 1, so even
- *     small shapes are split over 3 tasks (partition tails).
+ *     families (about half of their cases in CI, chosen by the seed) also
+ *     with the same template and "parallel_grain": 1, so even small shapes
+ *     are split over 3 tasks (partition tails); for the "matmul" template
+ *     with tiny GEMM blocks too ("kc" 1/5/16/100, "mc" 1/17, "nc" 1/50,
+ *     from the seed), so small shapes get K, row and column block tails,
+ *     when the template takes those knobs (else parallel_grain alone).
  * An element left unwritten is caught by one of the two fills. Every
  * buffer has 64 guard bytes on either side that must stay untouched, and
  * the inputs must be unchanged. Outputs are compared with kc_interp_ties
@@ -56,7 +62,8 @@
  *
  *   test_templates [--full] [--filter SUBSTR] [--verbose]
  *
- * The default sweep is sized for CI (about a minute on 2 cores).
+ * The default sweep is sized for CI: about 65 s of CPU, two cases at a
+ * time (KC_TEMPLATES_JOBS, default the CPU count up to 4).
  * --full, or KC_TEMPLATES_SWEEP=full, runs the long sweep (every M x N x K
  * of the sweep for all four transposes, every pair of sizes for
  * reductions and transposes, more large shapes; tens of minutes).
@@ -189,12 +196,12 @@ cpu_now(void)
 typedef struct Case {
 	char label[256];
 	char *json;
-	double atol;  /* float32 absolute tolerance (at least 1e-4 is used) */
-	bool grain1;  /* also run with parallel_grain 1 */
+	double atol; /* float32 absolute tolerance (at least 1e-4 is used) */
+	bool grain1; /* also run with parallel_grain 1 */
 	uint64_t seed;
 	/* results, written by the worker that ran it */
 	bool ok, grain1_ran, blocks_ran; /* blocks: the tiny GEMM blocking knobs */
-	const char *tmpl; /* the default template (a static string of sched.c) */
+	const char *tmpl;                /* the default template (a static string of sched.c) */
 	char msg[1024];
 	double secs, t_compile, t_interp, t_run;
 } Case;
@@ -353,7 +360,8 @@ g_json(G *g, const char *name)
 {
 	Buf b = {0};
 	bp(&b,
-	   "{\"composite\":true,\"op\":\"%s\",\"process\":\"cpu\",\"version\":1,\"input_desc\":[%s],"
+	   "{\"composite\":true,\"op\":\"%s\",\"process\":\"cpu\",\"version\":1,\"input_desc\":[%s]"
+	   ","
 	   "\"output_desc\":[%s],\"op_desc\":[%s]}",
 	   name, g->ins.s ? g->ins.s : "", g->outs.s ? g->outs.s : "", g->ops.s ? g->ops.s : "");
 	free(g->ins.s);
@@ -501,8 +509,8 @@ coords(const Ctx *x, int i, int64_t e, char *out, size_t cap)
  * a 64-byte boundary when misalign, outputs filled with `fill`), then checks
  * guards, inputs and outputs. Appends the first problem to msg. */
 static bool
-run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fill,
-         const char *what, char *msg, size_t cap, double *trun)
+run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fill, const char *what,
+         char *msg, size_t cap, double *trun)
 {
 	unsigned char *base[MAX_ARGS] = {0};
 	void *args[MAX_ARGS] = {0};
@@ -533,9 +541,11 @@ run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fil
 			if (q == p)
 				q += x->bytes[i]; /* skip the argument itself */
 			if (q < base[i] + tot[i] && *q != GUARD_BYTE) {
-				long long off = q < p ? -(long long)(p - q) : (long long)(q - p - x->bytes[i]);
+				long long off =
+				    q < p ? -(long long)(p - q) : (long long)(q - p - x->bytes[i]);
 				snprintf(msg, cap,
-				         "%s: wrote outside %s %s (arg %d, %lld bytes) at byte %lld %s it",
+				         "%s: wrote outside %s %s (arg %d, %lld bytes) at byte "
+				         "%lld %s it",
 				         what, x->ai[i].is_output ? "output" : "input",
 				         x->ai[i].tensor_name, i, (long long)x->bytes[i],
 				         off < 0 ? -off : off + 1, off < 0 ? "before" : "after");
@@ -573,12 +583,13 @@ run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fil
 			for (int d = 0; d < x->ai[i].rank && m < sizeof sh; d++)
 				m += (size_t)snprintf(sh + m, sizeof sh - m, "%s%lld", d ? "," : "",
 				                      (long long)x->ai[i].shape[d]);
-			snprintf(msg, cap,
-			         "%s: output %d (%s %s[%s]): %lld of %lld elements differ; first %s "
-			         "got %.9g want %.9g (tolerance %.3g + %.3g|want|, max abs err %.3g)",
-			         what, i - x->nin, x->ai[i].tensor_name, dt, sh, (long long)bad,
-			         (long long)x->numel[i], at, as_f64(dt, args[i], first),
-			         as_f64(dt, x->ref[i], first), x->atol[i], x->tol[i], maxerr);
+			snprintf(
+			    msg, cap,
+			    "%s: output %d (%s %s[%s]): %lld of %lld elements differ; first %s "
+			    "got %.9g want %.9g (tolerance %.3g + %.3g|want|, max abs err %.3g)",
+			    what, i - x->nin, x->ai[i].tensor_name, dt, sh, (long long)bad,
+			    (long long)x->numel[i], at, as_f64(dt, args[i], first),
+			    as_f64(dt, x->ref[i], first), x->atol[i], x->tol[i], maxerr);
 			ok = false;
 		}
 	}
@@ -618,7 +629,8 @@ check(Case *cs)
 	msg[0] = 0;
 	KcStatus st = kc_parse(c, json, strlen(json), &lim, &g, &err);
 	if (st != KC_OK) {
-		snprintf(msg, cap, "kc_parse: %s: %s at %s", kc_status_code(st), err.msg, err.where);
+		snprintf(msg, cap, "kc_parse: %s: %s at %s", kc_status_code(st), err.msg,
+		         err.where);
 		goto done;
 	}
 	x.n = kc_graph_nargs(g);
@@ -637,8 +649,9 @@ check(Case *cs)
 		 * blocks with tails everywhere) when its template takes them */
 		static const int kcs[] = {1, 5, 16, 100};
 		char knobs[128];
-		snprintf(knobs, sizeof knobs, "{\"parallel_grain\":1,\"kc\":%d,\"mc\":%d,\"nc\":%d}",
-		         kcs[cs->seed / 2 % 4], cs->seed / 8 % 2 ? 17 : 1, cs->seed / 16 % 2 ? 50 : 1);
+		snprintf(
+		    knobs, sizeof knobs, "{\"parallel_grain\":1,\"kc\":%d,\"mc\":%d,\"nc\":%d}",
+		    kcs[cs->seed / 2 % 4], cs->seed / 8 % 2 ? 17 : 1, cs->seed / 16 % 2 ? 50 : 1);
 		st = KC_BAD_SCHEDULE;
 		if (!strcmp(kc_schedule_template(s), "matmul"))
 			st = kc_schedule_from_json(c, g, &host, kc_schedule_template(s), knobs, &s1,
@@ -646,8 +659,7 @@ check(Case *cs)
 		if (st == KC_OK) {
 			snprintf(what1, sizeof what1, "3-thread runtime, knobs %s", knobs);
 			cs->blocks_ran = true;
-		}
-		else
+		} else
 			st = kc_schedule_from_json(c, g, &host, kc_schedule_template(s),
 			                           "{\"parallel_grain\":1}", &s1, &err);
 		if (st != KC_OK) {
@@ -954,8 +966,8 @@ matmul(void)
 	    {8, 8, 8},    {32, 32, 32},  {48, 48, 48}, {96, 17, 80}, {17, 96, 80}, {255, 33, 9}};
 	for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
 		for (int t = 0; t < 4; t++)
-			mm2(edges[e][0], edges[e][1], edges[e][2], t & 1, t >> 1, "float32", "float32",
-			    0);
+			mm2(edges[e][0], edges[e][1], edges[e][2], t & 1, t >> 1, "float32",
+			    "float32", 0);
 	/* blocking edges of a blocked GEMM: K just over one block (512) and K
 	 * split into uneven blocks, M just over one row block (144), N around
 	 * the register tile (48 columns with AVX-512) */
@@ -963,7 +975,8 @@ matmul(void)
 	                                 {9, 49, 700},  {2, 95, 97},    {150, 97, 600}};
 	for (size_t e = 0; e < sizeof blk / sizeof blk[0]; e++)
 		for (int t = 0; t < 4; t++)
-			mm2(blk[e][0], blk[e][1], blk[e][2], t & 1, t >> 1, "float32", "float32", 0);
+			mm2(blk[e][0], blk[e][1], blk[e][2], t & 1, t >> 1, "float32", "float32",
+			    0);
 	/* GEMV: M = 1 (and N = 1), including the classifier head 1x1000x2048 */
 	static const int64_t gn[] = {1, 16, 17, 1000}, gk[] = {1, 17, 768, 2048};
 	for (int i = 0; i < 4; i++)
@@ -1023,10 +1036,11 @@ batchmatmul(void)
 		int64_t M = bshapes[s][0], N = bshapes[s][1], K = bshapes[s][2];
 		bool ta = s == 1, tb = s == 2;
 		int64_t one = 1, B = 3, B12 = 12;
-		mm(1, &one, 1, &B, M, N, K, ta, tb, "float32", "float32", 0);  /* [1,M,K]x[B,K,N] */
-		mm(1, &B12, 1, &one, M, N, K, tb, ta, "float32", "float32", 0); /* [B,M,K]x[1,K,N] */
-		mm(1, &B, 0, NULL, M, N, K, ta, tb, "float32", "float32", 0);   /* rank 3 x rank 2 */
-		mm(0, NULL, 1, &B, M, N, K, tb, ta, "float32", "float32", 0);   /* rank 2 x rank 3 */
+		mm(1, &one, 1, &B, M, N, K, ta, tb, "float32", "float32", 0); /* [1,M,K]x[B,K,N] */
+		mm(1, &B12, 1, &one, M, N, K, tb, ta, "float32", "float32",
+		   0);                                                        /* [B,M,K]x[1,K,N] */
+		mm(1, &B, 0, NULL, M, N, K, ta, tb, "float32", "float32", 0); /* rank 3 x rank 2 */
+		mm(0, NULL, 1, &B, M, N, K, tb, ta, "float32", "float32", 0); /* rank 2 x rank 3 */
 		mm(2, (const int64_t[]){2, 1}, 2, (const int64_t[]){1, 3}, M, N, K, ta, tb,
 		   "float32", "float32", 0);
 		mm(2, (const int64_t[]){2, 3}, 1, (const int64_t[]){3}, M, N, K, tb, ta, "float32",
@@ -1038,8 +1052,8 @@ batchmatmul(void)
 	mm(1, (const int64_t[]){1}, 1, (const int64_t[]){5}, 7, 33, 13, true, false, "float16",
 	   "float32", 0);
 	/* attention: Q K^T and P V */
-	mm(1, (const int64_t[]){12}, 1, (const int64_t[]){12}, 128, 128, 64, false, true,
-	   "float32", "float32", 0);
+	mm(1, (const int64_t[]){12}, 1, (const int64_t[]){12}, 128, 128, 64, false, true, "float32",
+	   "float32", 0);
 	mm(1, (const int64_t[]){12}, 1, (const int64_t[]){12}, 128, 64, 128, false, false,
 	   "float32", "float32", 0);
 	if (full)
@@ -1071,8 +1085,8 @@ mm_around(int64_t M, int64_t N, int64_t K, bool tb, int kind)
 	g_in(&g, T("w", kind == 0 ? "float16" : f, bsh));
 	const char *a = T("x", f, ash), *b = T("w", f, bsh);
 	if (kind == 0) {
-		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float32\"}]",
-		     T("wf", f, bsh), 1, T("w", "float16", bsh));
+		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float32\"}]", T("wf", f, bsh),
+		     1, T("w", "float16", bsh));
 		b = T("wf", f, bsh);
 	} else if (kind == 1) {
 		g_op(&g, "Mul", "null", T("xs", f, ash), 2, a, CST("0.5", f));
@@ -1096,8 +1110,9 @@ static void
 epilogue(void)
 {
 	fam_grain1 = true;
-	static const int64_t shapes[][3] = {{1, 1, 1},    {3, 17, 5},  {16, 16, 16},  {17, 33, 65},
-	                                    {65, 15, 31}, {1, 1000, 64}, {63, 7, 1}, {128, 768, 64}};
+	static const int64_t shapes[][3] = {{1, 1, 1},    {3, 17, 5},    {16, 16, 16},
+	                                    {17, 33, 65}, {65, 15, 31},  {1, 1000, 64},
+	                                    {63, 7, 1},   {128, 768, 64}};
 	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
 		for (int t = 0; t < 4; t++) {
 			if (!full && t != (int)(s % 2) && t != 2 + (int)(s % 2))
@@ -1169,7 +1184,11 @@ red(const char *op, const char *dt, int rank, const int64_t *shape, int nax, con
 	         strcmp(op, "ReduceSum") ? 1e-4 : 1e-6 * (double)cnt);
 }
 
-#define AX(...) (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
+#define AX(...)                                                                                    \
+	(int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[])         \
+	{                                                                                          \
+		__VA_ARGS__                                                                        \
+	}
 
 static void
 reduce(void)
@@ -1262,8 +1281,8 @@ softmax(int64_t R, int64_t C, int kind)
 	g_in(&g, T("x", io, xs));
 	const char *x = T("x", io, xs);
 	if (kind == 1) {
-		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float32\"}]",
-		     T("xf", f, xs), 1, x);
+		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float32\"}]", T("xf", f, xs),
+		     1, x);
 		x = T("xf", f, xs);
 	}
 	g_op(&g, "ReduceMax", keep, T("m", f, rs), 1, x);
@@ -1273,8 +1292,8 @@ softmax(int64_t R, int64_t C, int kind)
 	g_op(&g, "RealDiv", "null", T(kind == 1 ? "yf" : "y", f, xs), 2, T("e", f, xs),
 	     T("z", f, rs));
 	if (kind == 1)
-		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float16\"}]",
-		     T("y", io, xs), 1, T("yf", f, xs));
+		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float16\"}]", T("y", io, xs),
+		     1, T("yf", f, xs));
 	g_out(&g, T("y", io, xs));
 	run_case(label, g_json(&g, "Fused_Softmax_sweep"), 1e-4);
 }
@@ -1320,8 +1339,8 @@ layernorm(int64_t R, int64_t C, bool f16)
 	g_op(&g, "Mul", "null", T("sc", f, xs), 2, T("nrm", f, xs), ga);
 	g_op(&g, "Add", "null", T(f16 ? "yf" : "y", f, xs), 2, T("sc", f, xs), be);
 	if (f16)
-		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float16\"}]",
-		     T("y", io, xs), 1, T("yf", f, xs));
+		g_op(&g, "Cast", "[{\"name\":\"dst_type\",\"value\":\"float16\"}]", T("y", io, xs),
+		     1, T("yf", f, xs));
 	g_out(&g, T("y", io, xs));
 	g_out(&g, T("mean", f, rs));
 	g_out(&g, T("var", f, rs));
@@ -1341,7 +1360,8 @@ softmaxes(void)
 			if (!full && j != i && j != (i + 3) % NROWS)
 				continue;
 			for (int k = 0; k < 3; k++)
-				if (full || k == 0 || (k == 1 && j == i) || (k == 2 && i % 3 == 0 && j == i))
+				if (full || k == 0 || (k == 1 && j == i) ||
+				    (k == 2 && i % 3 == 0 && j == i))
 					softmax(nrows[j], rowlens[i], k);
 		}
 	softmax(12 * 128, 128, 0); /* attention scores */
@@ -1439,10 +1459,10 @@ injective(void)
 {
 	static const char *const dts[] = {"float32", "float16", "int32"};
 	static const int64_t shapes[][4] = {
-	    {1},          {3},          {15},         {16},          {17},         {33},
-	    {63},         {65},         {1031},       {5, 7},        {13, 17},     {16, 33},
-	    {65, 63},     {1, 31},      {31, 1},      {7, 1, 65},    {3, 5, 7, 13}, {1, 17, 1, 15},
-	    {2, 3, 31, 33}, {4, 1, 16, 16}};
+	    {1},        {3},           {15},           {16},           {17},
+	    {33},       {63},          {65},           {1031},         {5, 7},
+	    {13, 17},   {16, 33},      {65, 63},       {1, 31},        {31, 1},
+	    {7, 1, 65}, {3, 5, 7, 13}, {1, 17, 1, 15}, {2, 3, 31, 33}, {4, 1, 16, 16}};
 	static const int ranks[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 4, 4, 4, 4};
 	fam_grain1 = false;
 	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -1464,12 +1484,13 @@ transpose(void)
 		for (int j = 0; j < NSW; j++) {
 			if (!full && j != (i * 5 + 3) % NSW && j != (i * 7 + 1) % NSW)
 				continue;
-			tr(dts[(i + j) % 3], 2, (const int64_t[]){SW[i], SW[j]}, p2, (i + j) % 4 == 0);
+			tr(dts[(i + j) % 3], 2, (const int64_t[]){SW[i], SW[j]}, p2,
+			   (i + j) % 4 == 0);
 		}
 	static const int64_t s4[][4] = {
 	    {2, 3, 5, 7}, {1, 17, 15, 33}, {3, 16, 1, 65}, {5, 7, 13, 3}, {2, 16, 17, 16}};
-	static const int64_t perms[][4] = {
-	    {0, 2, 3, 1}, {0, 3, 1, 2}, {3, 2, 1, 0}, {1, 0, 3, 2}, {0, 2, 1, 3}, {2, 0, 3, 1}};
+	static const int64_t perms[][4] = {{0, 2, 3, 1}, {0, 3, 1, 2}, {3, 2, 1, 0},
+	                                   {1, 0, 3, 2}, {0, 2, 1, 3}, {2, 0, 3, 1}};
 	for (size_t s = 0; s < sizeof s4 / sizeof s4[0]; s++)
 		for (size_t p = 0; p < sizeof perms / sizeof perms[0]; p++)
 			if (full || (s + p) % 2 == 0)
@@ -1501,9 +1522,8 @@ conv(const Conv *k, bool nhwc, const char *dt, const char *odt, bool epi)
 	         "Conv2D %s %s->%s x[%s] w[%s] stride %lld,%lld dilation %lld,%lld pads "
 	         "%lld,%lld,%lld,%lld groups %lld%s",
 	         fmt, dt, odt, xs, ws, (long long)k->sh, (long long)k->sw, (long long)k->dh,
-	         (long long)k->dw, (long long)k->pad[0], (long long)k->pad[1],
-	         (long long)k->pad[2], (long long)k->pad[3], (long long)k->G,
-	         epi ? " +bias+relu" : "");
+	         (long long)k->dw, (long long)k->pad[0], (long long)k->pad[1], (long long)k->pad[2],
+	         (long long)k->pad[3], (long long)k->G, epi ? " +bias+relu" : "");
 	if (filter && !strstr(label, filter))
 		return;
 	snprintf(attr, sizeof attr,
@@ -1541,7 +1561,7 @@ conv2d(void)
 	    {2, 3, 13, 5, 5, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 1},
 	    {1, 4, 17, 17, 6, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, 2},
 	    {1, 4, 15, 9, 4, 5, 3, 2, 2, 2, 2, {0, 1, 2, 1}, 2},
-	    {1, 8, 16, 16, 8, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 8},  /* depthwise */
+	    {1, 8, 16, 16, 8, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 8}, /* depthwise */
 	    {1, 33, 5, 5, 17, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1}, /* pointwise */
 	    {2, 5, 9, 11, 3, 1, 1, 2, 2, 1, 1, {0, 0, 0, 0}, 1},  /* 1x1, stride 2 */
 	    {1, 2, 1, 1, 3, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1},   /* 1x1 image */
@@ -1581,15 +1601,51 @@ family(const char *name, void (*fn)(void))
 	OKF(fails == 0, "%s: %d of %d cases match the interpreter", name, n - fails, n);
 }
 
-static void f_matmul(void) { family("matmul", matmul); }
-static void f_batchmatmul(void) { family("batchmatmul", batchmatmul); }
-static void f_epilogue(void) { family("epilogue", epilogue); }
-static void f_reduce(void) { family("reduce", reduce); }
-static void f_softmax(void) { family("softmax", softmaxes); }
-static void f_layernorm(void) { family("layernorm", layernorms); }
-static void f_injective(void) { family("injective", injective); }
-static void f_transpose(void) { family("transpose", transpose); }
-static void f_conv2d(void) { family("conv2d", conv2d); }
+static void
+f_matmul(void)
+{
+	family("matmul", matmul);
+}
+static void
+f_batchmatmul(void)
+{
+	family("batchmatmul", batchmatmul);
+}
+static void
+f_epilogue(void)
+{
+	family("epilogue", epilogue);
+}
+static void
+f_reduce(void)
+{
+	family("reduce", reduce);
+}
+static void
+f_softmax(void)
+{
+	family("softmax", softmaxes);
+}
+static void
+f_layernorm(void)
+{
+	family("layernorm", layernorms);
+}
+static void
+f_injective(void)
+{
+	family("injective", injective);
+}
+static void
+f_transpose(void)
+{
+	family("transpose", transpose);
+}
+static void
+f_conv2d(void)
+{
+	family("conv2d", conv2d);
+}
 
 int
 main(int argc, char **argv)
@@ -1612,7 +1668,8 @@ main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--verbose"))
 			verbose = true;
 		else {
-			fprintf(stderr, "usage: %s [--full] [--filter SUBSTR] [--verbose]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--full] [--filter SUBSTR] [--verbose]\n",
+			        argv[0]);
 			return 2;
 		}
 	}
