@@ -7,15 +7,19 @@
  * from the parsed graph, and the kernel runs in `kcsd-runner`, started
  * with posix_spawn (never a bare fork of this threaded process) under
  * rlimits and a wall-clock timeout: a signal death answers
- * failure "crashed", the timeout (SIGKILL) or RLIMIT_CPU "timeout". The
- * daemon evaluates compiler/interp.c on the same inputs and compares each
+ * failure "crashed", the timeout (SIGKILL) or RLIMIT_CPU "timeout". A
+ * second runner invocation (kcsd-runner --ref) evaluates compiler/interp.c
+ * on the same inputs under the same limits, so an interpreter crash or
+ * runaway is a 500 for this request, never the daemon's death; the daemon
+ * only generates the inputs and compares each
  * output: float32/float64 within rtol = atol = 1e-4, 1e-2 when float16 or
  * bfloat16 is upstream; integers and bools exactly; elements that hang on
  * a near-tie float comparison (kc_interp_ties) are counted apart.
  *
  * Test-only fault injection (--test-fault-injection 1): ?inject=crash or
  * ?inject=hang makes the runner raise SIGSEGV or spin instead of running
- * the kernel. Off by default; ?inject is refused with 400 then.
+ * the kernel; ?inject=ref-crash does that to the reference run. Off by
+ * default; ?inject is refused with 400 then.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +46,7 @@ extern char **environ;
 #define VERIFY_MAX_ARG_BYTES ((size_t)512 << 20) /* default: inputs + outputs, twice */
 
 /* What the runner did. */
-typedef enum RunOutcome { RUN_OK, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR } RunOutcome;
+typedef enum RunOutcome { RUN_OK, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR, RUN_REFUSED } RunOutcome;
 
 /* One kernel argument as the response's "args" describes it. */
 typedef struct Arg {
@@ -221,6 +225,9 @@ runner_path(const ApiCtx *a, char *out, size_t cap)
 
 typedef struct RunSpec {
 	const char *runner, *so, *symbol, *in, *out, *err;
+	const char *ref;    /* reference mode: the graph file (so, symbol unused) */
+	const char *limits; /* reference mode: "ops,tensors,rank,elements" */
+	size_t max_bytes;   /* reference mode: the interpreter's memory cap */
 	int threads;
 	int timeout_s;
 	size_t mem_bytes;
@@ -239,8 +246,8 @@ sleep_ms(long ms)
 static RunOutcome
 run_kernel(const RunSpec *rs, char *detail, size_t cap)
 {
-	char threads[24], cpu[24], mem[32];
-	const char *argv[20];
+	char threads[24], cpu[24], mem[32], maxb[32];
+	const char *argv[24];
 	int n = 0;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
@@ -251,11 +258,21 @@ run_kernel(const RunSpec *rs, char *detail, size_t cap)
 	snprintf(threads, sizeof threads, "%d", rs->threads);
 	snprintf(cpu, sizeof cpu, "%d", rs->timeout_s * (rs->threads + 1) + 1);
 	snprintf(mem, sizeof mem, "%zu", rs->mem_bytes);
+	snprintf(maxb, sizeof maxb, "%zu", rs->max_bytes);
 	argv[n++] = rs->runner;
-	argv[n++] = "--so";
-	argv[n++] = rs->so;
-	argv[n++] = "--symbol";
-	argv[n++] = rs->symbol;
+	if (rs->ref) {
+		argv[n++] = "--ref";
+		argv[n++] = rs->ref;
+		argv[n++] = "--limits";
+		argv[n++] = rs->limits;
+		argv[n++] = "--max-bytes";
+		argv[n++] = maxb;
+	} else {
+		argv[n++] = "--so";
+		argv[n++] = rs->so;
+		argv[n++] = "--symbol";
+		argv[n++] = rs->symbol;
+	}
 	argv[n++] = "--in";
 	argv[n++] = rs->in;
 	argv[n++] = "--out";
@@ -339,6 +356,10 @@ run_kernel(const RunSpec *rs, char *detail, size_t cap)
 	if (code == 4) {
 		snprintf(detail, cap, "runner failed: %s", line);
 		return RUN_ERROR;
+	}
+	if (code == 5) { /* reference mode: the interpreter refused */
+		snprintf(detail, cap, "%s", line);
+		return RUN_REFUSED;
 	}
 	snprintf(detail, cap, "the runner exited with status %d%s%s", code, line[0] ? ": " : "",
 	         line);
@@ -446,6 +467,7 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	void **kargs = NULL, **rargs = NULL;
 	uint8_t **ties = NULL;
 	char dir[512] = "", so[600], in[600], out[600], errp[600], runner[4096];
+	char gpath[600], rpath[600];
 	char tbuf[1024], detail[400] = "";
 	uint64_t seed = 0, threads = VERIFY_DEFAULT_THREADS;
 	const char *inject = api_query(req, "inject");
@@ -458,8 +480,10 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 		                "?inject is test-only; start kcsd with --test-fault-injection 1");
 		return;
 	}
-	if (inject && strcmp(inject, "crash") != 0 && strcmp(inject, "hang") != 0) {
-		api_reply_error(resp, KC_BAD_REQUEST, "?inject", "inject must be crash or hang");
+	if (inject && strcmp(inject, "crash") != 0 && strcmp(inject, "hang") != 0 &&
+	    strcmp(inject, "ref-crash") != 0) {
+		api_reply_error(resp, KC_BAD_REQUEST, "?inject",
+		                "inject must be crash, hang or ref-crash");
 		return;
 	}
 	if (sq && !parse_u64(sq, &seed)) {
@@ -561,6 +585,8 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	snprintf(in, sizeof in, "%s/in.bin", dir);
 	snprintf(out, sizeof out, "%s/out.bin", dir);
 	snprintf(errp, sizeof errp, "%s/err.txt", dir);
+	snprintf(gpath, sizeof gpath, "%s/graph.json", dir);
+	snprintf(rpath, sizeof rpath, "%s/ref.bin", dir);
 	uint32_t hdr[2] = {(uint32_t)nargs, (uint32_t)nin};
 	kc_buf_append(&inbuf, "KCSRUN1", 8);
 	kc_buf_append(&inbuf, hdr, sizeof hdr);
@@ -570,7 +596,8 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	}
 	for (int i = 0; i < nin; i++)
 		kc_buf_append(&inbuf, kargs[i], ai[i].bytes);
-	if (!write_all(so, obj, obj_len, 0700) || !write_all(in, inbuf.data, inbuf.len, 0600)) {
+	if (!write_all(so, obj, obj_len, 0700) || !write_all(in, inbuf.data, inbuf.len, 0600) ||
+	    !write_all(gpath, req->body ? req->body : "", req->body_len, 0600)) {
 		api_reply_error(resp, KC_INTERNAL, "verify", "cannot write scratch files");
 		goto done;
 	}
@@ -591,12 +618,12 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	    .timeout_s =
 	        a->cfg.verify_timeout_s > 0 ? a->cfg.verify_timeout_s : VERIFY_DEFAULT_TIMEOUT_S,
 	    .mem_bytes = ((size_t)4 << 30) + 2 * total, /* address space: threads, arenas */
-	    .fault = inject,
+	    .fault = inject && strcmp(inject, "ref-crash") != 0 ? inject : NULL,
 	};
 	int64_t r0 = kc_now_us();
 	RunOutcome ro = run_kernel(&rs, detail, sizeof detail);
 	double run_ms = api_ms_since(r0);
-	if (ro == RUN_ERROR) {
+	if (ro == RUN_ERROR || ro == RUN_REFUSED) {
 		kc_log(KC_LOG_WARN, "verify: %s", detail);
 		api_reply_error(resp, KC_INTERNAL, "verify", detail);
 		goto done;
@@ -621,10 +648,55 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 		ties = kc_xcalloc((size_t)(nargs - nin) + 1, sizeof *ties);
 		for (int i = nin; i < nargs; i++)
 			ties[i - nin] = kc_xmalloc((size_t)ai[i].numel + 1);
-		if (kc_interp_ties(c, g, rargs, 4 * max_arg, ties, &err) != KC_OK) {
-			api_reply_kcerr(resp, &err);
+		/* the reference: a second runner, same inputs, same limits */
+		char lims[128];
+		const KcLimits *lm = &a->cfg.limits;
+		snprintf(lims, sizeof lims, "%d,%d,%d,%lld", lm->max_ops, lm->max_tensors,
+		         lm->max_rank, (long long)lm->max_elements);
+		RunSpec rr = rs;
+		rr.ref = gpath;
+		rr.limits = lims;
+		rr.out = rpath;
+		rr.max_bytes = 4 * max_arg;
+		rr.mem_bytes = ((size_t)4 << 30) + 4 * max_arg + 2 * total;
+		rr.fault = inject && strcmp(inject, "ref-crash") == 0 ? "crash" : NULL;
+		/* the interpreter is single-threaded and works in double cells:
+		 * far slower than the kernel, so it gets ten times the kernel's
+		 * limit, and at least a minute */
+		rr.threads = 0;
+		rr.timeout_s = rs.timeout_s > 6 ? 10 * rs.timeout_s : 60;
+		RunOutcome rro = run_kernel(&rr, detail, sizeof detail);
+		if (rro == RUN_REFUSED) {
+			/* "<wire code>: <message>" from the interpreter */
+			KcStatus rst = strncmp(detail, "too_large:", 10) == 0 ? KC_TOO_LARGE
+			                                                      : KC_INTERNAL;
+			api_reply_error(resp, rst, "verify", detail);
 			goto done;
 		}
+		if (rro != RUN_OK) {
+			char why[500];
+			snprintf(why, sizeof why, "reference interpreter: %s", detail);
+			kc_log(KC_LOG_WARN, "verify %s: %s", jkid->valuestring, why);
+			api_reply_error(resp, KC_INTERNAL, "verify", why);
+			goto done;
+		}
+		detail[0] = 0;
+		size_t rbytes = 0;
+		for (int i = nin; i < nargs; i++)
+			rbytes += ai[i].bytes + (size_t)ai[i].numel;
+		unsigned char *rb2 = kc_xmalloc(rbytes ? rbytes : 1);
+		if (!read_exact_file(rpath, rb2, rbytes)) {
+			free(rb2);
+			api_reply_error(resp, KC_INTERNAL, "verify",
+			                "the reference runner's output is incomplete");
+			goto done;
+		}
+		size_t off = 0;
+		for (int i = nin; i < nargs; off += ai[i].bytes, i++)
+			memcpy(rargs[i], rb2 + off, ai[i].bytes);
+		for (int i = nin; i < nargs; off += (size_t)ai[i].numel, i++)
+			memcpy(ties[i - nin], rb2 + off, (size_t)ai[i].numel);
+		free(rb2);
 		kc_buf_putc(&outs, '[');
 		for (int i = nin; i < nargs; i++) {
 			KcArgInfo x;
@@ -717,6 +789,8 @@ done:
 		unlink(in);
 		unlink(out);
 		unlink(errp);
+		unlink(gpath);
+		unlink(rpath);
 		rmdir(dir);
 	}
 	for (int i = 0; i < nargs && kargs; i++) {

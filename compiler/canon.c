@@ -12,7 +12,10 @@
  * out. Ops with semantic attrs carry them normalised, keys sorted, e.g.
  * "attrs":{"axis":[1],"keep_dims":true} (reductions), {"perm":[...]},
  * {"multiples":[...]}, {"begin":[...],"shrink_axis_mask":n,"strides":[...]},
- * {"axis":[a],"depth":d} (OneHot); noise attrs never appear.
+ * {"axis":[a],"depth":d} (OneHot), {"axis":[a]} (Argmax/Argmin),
+ * {"axis":[a],"exclusive":b,"reverse":b} (CumSum/CumProd),
+ * {"kernel":[h,w],"layout":L,"pad":[t,b,l,r],"pool_type":T,"stride":[h,w]}
+ * (Pool2D); noise attrs never appear.
  * Example (compact JSON, no spaces):
  *   {"kcs_workload":1,"inputs":[["float32",[16,768]]],
  *    "nodes":[{"op":"Add","in":["i0","c:float32:0x1p-1"],
@@ -95,6 +98,28 @@ put_attrs(KcBuf *b, const IrNode *nd)
 		              a->nhwc ? "NHWC" : "NCHW");
 		put_list(b, "pad", a->pad, 4);
 		kc_buf_putc(b, ',');
+		put_list(b, "stride", a->stride, 2);
+		kc_buf_putc(b, '}');
+		return;
+	case OPK_ARG:
+		kc_buf_puts(b, ",\"attrs\":{");
+		put_list(b, "axis", a->axis, a->naxis);
+		kc_buf_putc(b, '}');
+		return;
+	case OPK_SCAN:
+		kc_buf_puts(b, ",\"attrs\":{");
+		put_list(b, "axis", a->axis, a->naxis);
+		kc_buf_printf(b, ",\"exclusive\":%s,\"reverse\":%s}",
+		              a->exclusive ? "true" : "false", a->reverse ? "true" : "false");
+		return;
+	case OPK_POOL:
+		/* resolved: global is its kernel, stride 1, no pads; round_mode
+		 * is in the output shape; pad spelling (one int or four) is gone */
+		kc_buf_puts(b, ",\"attrs\":{");
+		put_list(b, "kernel", a->kernel, 2);
+		kc_buf_printf(b, ",\"layout\":\"%s\",", a->nhwc ? "NHWC" : "NCHW");
+		put_list(b, "pad", a->pad, 4);
+		kc_buf_printf(b, ",\"pool_type\":\"%s\",", a->pool_max ? "max" : "avg");
 		put_list(b, "stride", a->stride, 2);
 		kc_buf_putc(b, '}');
 		return;

@@ -565,6 +565,11 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
 	case IR_OP_CONV2D:
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD:
+	case IR_OP_POOL2D:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(!"layout op in a loop body");

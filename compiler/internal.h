@@ -21,6 +21,9 @@ typedef enum IrOpKind {
 	OPK_ASSIGN,   /* Assign(dst, src), InplaceAssign(dst, src, depend) */
 	OPK_MATMUL,   /* MatMul/BatchMatMul: [..., M, K] x [..., K, N] */
 	OPK_CONV,     /* Conv2D: NHWC/NCHW data, OHWI/OIHW weight */
+	OPK_ARG,      /* Argmax/Argmin over attrs.axis[0]: an integer index */
+	OPK_SCAN,     /* CumSum/CumProd along attrs.axis[0] */
+	OPK_POOL,     /* Pool2D: max/avg over 2-D windows, NHWC/NCHW */
 } IrOpKind;
 
 enum {
@@ -112,7 +115,13 @@ typedef struct IrValue {
  *   Conv2D      nhwc (data NHWC + weight [O,KH,KW,I]; else NCHW + [O,I,KH,KW]),
  *               stride[2] and dilation[2] as (H, W), pad[4] as (top, bottom,
  *               left, right), groups (divides Cin and O; weight I = Cin/groups);
- *               the output dtype is dst_type */
+ *               the output dtype is dst_type
+ *   Argmax/Argmin axis[0] in [0, rank) (dropped from the output); the
+ *               output dtype (int32/int64) is the declared one
+ *   CumSum/CumProd axis[0] in [0, rank), exclusive, reverse
+ *   Pool2D      nhwc, pool_max (else avg), kernel[2] and stride[2] as (H, W),
+ *               pad[4] as (top, bottom, left, right); global pooling is
+ *               normalised to kernel = (H, W), stride 1, pad 0 */
 typedef struct IrAttrs {
 	int naxis;
 	int64_t axis[KC_MAX_RANK];
@@ -124,6 +133,10 @@ typedef struct IrAttrs {
 	bool trans_a, trans_b;
 	bool nhwc;
 	int64_t stride[2], dilation[2], pad[4], groups;
+	/* CumSum/CumProd, Pool2D */
+	bool exclusive, reverse;
+	bool pool_max;
+	int64_t kernel[2];
 } IrAttrs;
 
 struct IrNode {

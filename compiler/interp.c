@@ -472,6 +472,11 @@ op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
 	case IR_OP_CONV2D:
 	case IR_OP_ELEM_ANY:
 	case IR_OP_ELEM_ALL:
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD:
+	case IR_OP_POOL2D:
 	case IR_OP_COUNT: KC_ASSERT(!"not elementwise"); break;
 	}
 	return r;
@@ -787,6 +792,172 @@ conv2d(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 				}
 }
 
+/* Walks the lines of u along axis ax: *outer x *inner lines, element k of
+ * line (o, i) at offset (o * n + k) * inner + i, n = u->shape[ax]. */
+static void
+lines(const IrValue *u, int ax, int64_t *outer, int64_t *inner)
+{
+	*outer = *inner = 1;
+	for (int d = 0; d < ax; d++)
+		*outer *= u->shape[d];
+	for (int d = ax + 1; d < u->rank; d++)
+		*inner *= u->shape[d];
+}
+
+/* Argmax/Argmin along axis[0], as numpy: the first index of the extreme
+ * value, or of the first NaN. The result is marked a near-tie when the
+ * input is computed and another element is within rounding distance of the
+ * chosen one (a kernel computing it 1 ulp apart may choose that one). */
+static void
+argext(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
+{
+	const IrValue *u = nd->in[0], *out = nd->out[0];
+	const Cell *x = I->val[u->id];
+	const uint8_t *tx = I->tie[u->id];
+	int ax = (int)nd->attrs.axis[0];
+	int64_t outer, inner, n = u->shape[ax];
+	bool fl = isfl(u->dtype), sg = issigned(u->dtype), mx = nd->op == IR_OP_ARGMAX;
+	bool computed = fl && u->kind == IRV_OP;
+
+	lines(u, ax, &outer, &inner);
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t i = 0; i < inner; i++) {
+			int64_t base = o * n * inner + i, best = 0;
+			for (int64_t k = 1; k < n; k++) {
+				Cell a = x[base + k * inner], b = x[base + best * inner];
+				bool better;
+				if (fl) {
+					if (isnan(b.f))
+						break;
+					better = isnan(a.f) || (mx ? a.f > b.f : a.f < b.f);
+				} else if (sg) {
+					better = mx ? a.i > b.i : a.i < b.i;
+				} else {
+					better = mx ? a.u > b.u : a.u < b.u;
+				}
+				if (better)
+					best = k;
+			}
+			int64_t e = o * inner + i;
+			r[e].i = best;
+			if (!tout)
+				continue;
+			uint8_t t = 0;
+			double bv = x[base + best * inner].f;
+			for (int64_t k = 0; k < n; k++) {
+				t |= tx ? tx[base + k * inner] : 0;
+				if (computed && k != best && !isnan(bv) &&
+				    near_tie(x[base + k * inner].f, bv, I->half[u->id]))
+					t = 1;
+			}
+			tout[e] = t;
+		}
+	(void)out;
+}
+
+/* CumSum/CumProd along axis[0]: a running sum/product in double (floats)
+ * or modulo 2^64 (integers), each element rounded once; exclusive shifts
+ * by one (the first element is the identity), reverse runs from the end. */
+static void
+cumulate(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
+{
+	const IrValue *u = nd->in[0], *out = nd->out[0];
+	const Cell *x = I->val[u->id];
+	const uint8_t *tx = I->tie[u->id];
+	const IrAttrs *at = &nd->attrs;
+	int ax = (int)at->axis[0];
+	int64_t outer, inner, n = u->shape[ax];
+	bool fl = isfl(u->dtype), prod = nd->op == IR_OP_CUM_PROD;
+
+	lines(u, ax, &outer, &inner);
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t i = 0; i < inner; i++) {
+			double af = prod ? 1 : 0;
+			uint64_t ai = prod ? 1 : 0;
+			uint8_t t = 0;
+			for (int64_t q = 0; q < n; q++) {
+				int64_t k = at->reverse ? n - 1 - q : q;
+				int64_t e = (o * n + k) * inner + i;
+				Cell c;
+				if (at->exclusive) { /* the value before this element */
+					if (fl)
+						c.f = af;
+					else
+						c.u = ai;
+					if (tout)
+						tout[e] = t;
+				}
+				if (fl)
+					af = prod ? af * x[e].f : af + x[e].f;
+				else
+					ai = prod ? ai * x[e].u : ai + x[e].u;
+				t |= tx ? tx[e] : 0;
+				if (!at->exclusive) {
+					if (fl)
+						c.f = af;
+					else
+						c.u = ai;
+					if (tout)
+						tout[e] = t;
+				}
+				r[e] = round_cell(c, out->dtype);
+			}
+		}
+}
+
+/* Pool2D (see lower.c pool_stages for the choices): max over the window's
+ * real taps (NaN propagates); avg: the sum of the real taps over the number
+ * of window cells inside the padded input (count_include_pad, as AKG's
+ * op_dsl.py reference: padding counts as 0 in the mean), in double, rounded
+ * once. */
+static void
+pool2d(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
+{
+	const IrValue *x = nd->in[0], *out = nd->out[0];
+	const Cell *xv = I->val[x->id];
+	const uint8_t *tx = I->tie[x->id];
+	const IrAttrs *at = &nd->attrs;
+	bool nhwc = at->nhwc;
+	int64_t N = x->shape[0], C = nhwc ? x->shape[3] : x->shape[1];
+	int64_t H = nhwc ? x->shape[1] : x->shape[2], W = nhwc ? x->shape[2] : x->shape[3];
+	int64_t OH = nhwc ? out->shape[1] : out->shape[2];
+	int64_t OW = nhwc ? out->shape[2] : out->shape[3];
+	int64_t HP = H + at->pad[0] + at->pad[1], WP = W + at->pad[2] + at->pad[3];
+
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t c = 0; c < C; c++)
+			for (int64_t oh = 0; oh < OH; oh++)
+				for (int64_t ow = 0; ow < OW; ow++) {
+					int64_t h0 = oh * at->stride[0], w0 = ow * at->stride[1];
+					double acc = at->pool_max ? -INFINITY : 0;
+					uint8_t t = 0;
+					for (int64_t kh = 0; kh < at->kernel[0]; kh++)
+						for (int64_t kw = 0; kw < at->kernel[1]; kw++) {
+							int64_t ih = h0 + kh - at->pad[0], iw = w0 + kw - at->pad[2];
+							if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+								continue;
+							int64_t ex = nhwc ? ((n * H + ih) * W + iw) * C + c
+							                  : ((n * C + c) * H + ih) * W + iw;
+							double v = xv[ex].f;
+							if (!at->pool_max)
+								acc += v;
+							else if (isnan(v) || v > acc)
+								acc = isnan(acc) ? acc : v;
+							t |= tx ? tx[ex] : 0;
+						}
+					if (!at->pool_max) {
+						int64_t ch = (h0 + at->kernel[0] < HP ? h0 + at->kernel[0] : HP) - h0;
+						int64_t cw = (w0 + at->kernel[1] < WP ? w0 + at->kernel[1] : WP) - w0;
+						acc /= (double)(ch * cw);
+					}
+					int64_t eo = nhwc ? ((n * OH + oh) * OW + ow) * C + c
+					                  : ((n * C + c) * OH + oh) * OW + ow;
+					r[eo].f = round_fl(acc, out->dtype);
+					if (tout)
+						tout[eo] = t;
+				}
+}
+
 /* The non-elementwise ops of node nd into r (allocated). */
 static KcStatus
 eval_struct(Interp *I, const IrNode *nd, Cell *r)
@@ -809,6 +980,11 @@ eval_struct(Interp *I, const IrNode *nd, Cell *r)
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL: matmul(I, nd, r, tout); return KC_OK;
 	case IR_OP_CONV2D: conv2d(I, nd, r, tout); return KC_OK;
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN: argext(I, nd, r, tout); return KC_OK;
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD: cumulate(I, nd, r, tout); return KC_OK;
+	case IR_OP_POOL2D: pool2d(I, nd, r, tout); return KC_OK;
 	case IR_OP_ASSIGN:
 	case IR_OP_INPLACE_ASSIGN: {
 		/* yields src (Assign) or depend (InplaceAssign); src goes into
@@ -1188,6 +1364,11 @@ mark_positive(const IrGraph *g, char *need)
 		case IR_OP_CONV2D:
 		case IR_OP_ELEM_ANY:
 		case IR_OP_ELEM_ALL:
+		case IR_OP_ARGMAX:
+		case IR_OP_ARGMIN:
+		case IR_OP_CUM_SUM:
+		case IR_OP_CUM_PROD:
+		case IR_OP_POOL2D:
 		case IR_OP_COUNT: break;
 		}
 		if (need[nd->out[0]->id])

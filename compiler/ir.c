@@ -32,6 +32,8 @@ static const struct {
 	IrOp op;
 } op_aliases[] = {
     {"TensorAdd", IR_OP_ADD},
+    {"ArgMax", IR_OP_ARGMAX}, /* akg-mlir and MindSpore's cluster list */
+    {"ArgMin", IR_OP_ARGMIN},
 };
 
 IrOp

@@ -23,6 +23,7 @@
  *
  * The simplifying index constructors live here too (ln_idx_*).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -569,6 +570,11 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
 	case IR_OP_CONV2D:
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD:
+	case IR_OP_POOL2D:
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
@@ -876,11 +882,17 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 				P->mat[nd->in[1]->id] = true;
 		}
 		/* Concat: one stage per piece; Gather loads from a buffer */
-		if (nd->op == IR_OP_CONCAT || k == OPK_MATMUL || k == OPK_CONV)
+		if (nd->op == IR_OP_CONCAT || k == OPK_MATMUL || k == OPK_CONV || k == OPK_ARG ||
+		    k == OPK_SCAN || k == OPK_POOL)
 			P->mat[nd->out[0]->id] = true;
 		P->nmatmul += k == OPK_MATMUL;
-		P->nreduce += k == OPK_CONV; /* the "reduce" template, for now */
+		/* the "reduce" template, for now */
+		P->nreduce += k == OPK_CONV || k == OPK_ARG || k == OPK_SCAN || k == OPK_POOL;
 		if (nd->op == IR_OP_GATHER && nd->in[0]->kind == IRV_OP)
+			P->mat[nd->in[0]->id] = true;
+		/* Argmax/Argmin read a computed operand in two stages: one
+		 * buffer, so both see the same (stored, rounded) values */
+		if (k == OPK_ARG && nd->in[0]->kind == IRV_OP)
 			P->mat[nd->in[0]->id] = true;
 	}
 	for (int v = 0; v < g->nvalues; v++) {
@@ -896,6 +908,10 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 			else
 				P->nmat += 1 + nd->attrs.trans_a + !nd->attrs.trans_b;
 		}
+		else if (ir_op_info[nd->op].kind == OPK_ARG) /* max/min, then index */
+			P->nmat += 2;
+		else if (nd->op == IR_OP_POOL2D && !nd->attrs.pool_max) /* sum, then / */
+			P->nmat += 2;
 		else
 			P->nmat++;
 	}
@@ -1020,6 +1036,11 @@ red_combine(IrOp op)
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
 	case IR_OP_CONV2D:
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD:
+	case IR_OP_POOL2D:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(0 && "not a reduction");
@@ -1043,18 +1064,16 @@ acc_dtype(IrOp red_op, KcDtype dt)
 	return dt;
 }
 
-static KcStatus
-reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
+/* The loops of a reduction of u over the dims red[] (see reduce_stage):
+ * idx[] receives u's index, *sidx the store index into the kept dims. */
+static void
+red_loops(LoopNest *ln, LnStage *st, const IrValue *u, const bool *red, LnIdx **idx, LnIdx **sidx)
 {
-	LoopNest *ln = L->ln;
-	const IrValue *u = nd->in[0], *v = nd->out[0];
-	LnIdx *idx[KC_MAX_RANK], *sp[KC_MAX_RANK];
+	LnIdx *sp[KC_MAX_RANK];
 	int64_t spshape[KC_MAX_RANK];
-	bool red[KC_MAX_RANK] = {false}, inner = false;
+	bool inner = false;
 	int nsp = 0, lastred = -1;
 
-	for (int a = 0; a < nd->attrs.naxis; a++)
-		red[nd->attrs.axis[a]] = true;
 	for (int k = 0; k < u->rank; k++)
 		if (red[k] && u->shape[k] > 1)
 			lastred = k;
@@ -1094,18 +1113,40 @@ reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 			sp[nsp] = idx[k];
 			spshape[nsp++] = u->shape[k];
 		}
-	st->red_op = red_combine(nd->op);
+	*sidx = nsp ? linearize(ln, sp, spshape, nsp) : ln_idx_const(ln, 0);
+	if (st->nred == 0)
+		st->ninner = 0; /* nothing to reduce: an injective stage */
+}
+
+/* The one store of reduction stage st, combining with red_op, and its
+ * accumulator workspace when the reduction is outer-axis (ninner > 0). */
+static void
+red_store(LoopNest *ln, LnStage *st, IrOp red_op, int buf, LnIdx *sidx, LnExpr *value,
+          const char *name, int64_t numel)
+{
+	st->red_op = red_op;
 	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
 	st->nstores = 1;
 	st->stores[0].buf = buf;
-	st->stores[0].idx = nsp ? linearize(ln, sp, spshape, nsp) : ln_idx_const(ln, 0);
+	st->stores[0].idx = sidx;
+	st->stores[0].value = value;
 	st->accbuf = -1;
-	if (st->nred == 0)
-		st->ninner = 0; /* nothing to reduce: an injective stage */
 	if (st->ninner > 0)
-		st->accbuf = workspace_raw(
-		    ln, arena_printf(ln->arena, "%s:acc", v->tensor_name ? v->tensor_name : "?"),
-		    acc_dtype(st->red_op, v->dtype), v->numel);
+		st->accbuf = workspace_raw(ln, arena_printf(ln->arena, "%s:acc", name),
+		                           acc_dtype(red_op, value->dtype), numel);
+}
+
+static KcStatus
+reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *u = nd->in[0], *v = nd->out[0];
+	LnIdx *idx[KC_MAX_RANK], *sidx;
+	bool red[KC_MAX_RANK] = {false};
+
+	for (int a = 0; a < nd->attrs.naxis; a++)
+		red[nd->attrs.axis[a]] = true;
+	red_loops(ln, st, u, red, idx, &sidx);
 	LnExpr *e = value_at(L, u, idx);
 	if (!e)
 		return L->err->status;
@@ -1113,7 +1154,8 @@ reduce_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 		LnExpr *c[2] = {e, expr_new(ln, LNE_CONST, u->dtype)};
 		e = expr_op(ln, IR_OP_NOT_EQUAL, KC_DT_BOOL, 2, c);
 	}
-	st->stores[0].value = coerce(ln, e, v->dtype);
+	red_store(ln, st, red_combine(nd->op), buf, sidx, coerce(ln, e, v->dtype),
+	          v->tensor_name ? v->tensor_name : "?", v->numel);
 	return KC_OK;
 }
 
@@ -1435,6 +1477,212 @@ conv_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 	return KC_OK;
 }
 
+/* An integer or float constant of dtype dt. */
+static LnExpr *
+expr_const(LoopNest *ln, KcDtype dt, double f, int64_t i)
+{
+	LnExpr *e = expr_new(ln, LNE_CONST, dt);
+	e->fval = f;
+	e->ival = i;
+	return e;
+}
+
+/* The value of index x as an int64 expression. */
+static LnExpr *
+expr_index(LoopNest *ln, LnIdx *x, KcDtype dt)
+{
+	LnExpr *e = expr_new(ln, LNE_INDEX, dt);
+	e->idx = x;
+	return e;
+}
+
+/* a op b, elementwise. */
+static LnExpr *
+expr2(LoopNest *ln, IrOp op, KcDtype dt, LnExpr *a, LnExpr *b)
+{
+	LnExpr *x[2] = {a, b};
+	return expr_op(ln, op, dt, 2, x);
+}
+
+/* Argmax/Argmin into buf: two reduction stages over the axis, laid out as
+ * reduce_stage lays out a one-axis reduction. (1) m = max (min) into a
+ * workspace, NaN-propagating as numpy; (2) the smallest index k with
+ * x[k] == m, or x[k] NaN (m is NaN exactly when some x is): a MINIMUM
+ * reduction of select(hit, k, INT_MAX), so ties give the first index and
+ * argmax/argmin of a row holding NaN give its first NaN, as numpy. */
+static KcStatus
+arg_stages(Lower *L, const IrNode *nd, int buf, int *s)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *u = nd->in[0], *v = nd->out[0];
+	const char *name = v->tensor_name ? v->tensor_name : "?";
+	int ax = (int)nd->attrs.axis[0];
+	LnIdx *idx[KC_MAX_RANK], *sidx;
+	bool red[KC_MAX_RANK] = {false};
+	bool fl = kc_dtype_info[u->dtype].cls == DTC_FLOAT;
+
+	red[ax] = true;
+	LnStage *st = stage_new(L, (*s)++);
+	red_loops(ln, st, u, red, idx, &sidx);
+	LnExpr *x = value_at(L, u, idx);
+	if (!x)
+		return L->err->status;
+	int mbuf = workspace_raw(ln, arena_printf(ln->arena, "%s:%s", name,
+	                                          nd->op == IR_OP_ARGMAX ? "max" : "min"),
+	                         u->dtype, v->numel);
+	red_store(ln, st, nd->op == IR_OP_ARGMAX ? IR_OP_MAXIMUM : IR_OP_MINIMUM, mbuf, sidx, x,
+	          name, v->numel);
+	collapse(ln, st);
+
+	st = stage_new(L, (*s)++);
+	L->self = v;
+	red_loops(ln, st, u, red, idx, &sidx);
+	if (!(x = value_at(L, u, idx)))
+		return L->err->status;
+	LnExpr *m = expr_new(ln, LNE_LOAD, u->dtype);
+	m->buf = mbuf;
+	m->idx = sidx;
+	LnExpr *hit = expr2(ln, IR_OP_EQUAL, KC_DT_BOOL, x, m);
+	if (fl)
+		hit = expr2(ln, IR_OP_LOGICAL_OR, KC_DT_BOOL, hit,
+		            expr_op(ln, IR_OP_IS_NAN, KC_DT_BOOL, 1, &x));
+	LnExpr *c3[3] = {hit, expr_index(ln, idx[ax], v->dtype),
+	                 expr_const(ln, v->dtype, 0,
+	                            v->dtype == KC_DT_INT32 ? INT32_MAX : INT64_MAX)};
+	red_store(ln, st, IR_OP_MINIMUM, buf, sidx, expr_op(ln, IR_OP_SELECT, v->dtype, 3, c3),
+	          name, v->numel);
+	collapse(ln, st);
+	return KC_OK;
+}
+
+/* CumSum/CumProd into buf: one reduction stage, spatial loops over the
+ * output and a reduction loop k over the axis, innermost; out[.., i, ..]
+ * combines x[.., k, ..] for k <= i (exclusive: k < i; reverse: k >= i,
+ * exclusive and reverse: k > i), the others contributing the identity.
+ * Each element costs the axis length (quadratic in it): a correct
+ * baseline, not a scan schedule; float sums and products accumulate as
+ * the reductions do (f32 in f64, f16 in f32) and round once per element. */
+static KcStatus
+scan_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *u = nd->in[0], *v = nd->out[0];
+	const IrAttrs *a = &nd->attrs;
+	int ax = (int)a->axis[0];
+	LnIdx *o[KC_MAX_RANK], *j[KC_MAX_RANK];
+	bool prod = nd->op == IR_OP_CUM_PROD;
+
+	shape_loops(ln, st, v, o);
+	int nsp = st->nloops;
+	LnIdx *k = red_loop(ln, st, u->shape[ax]);
+	st->nred = st->nloops - nsp;
+	st->ninner = 0;
+	memcpy(j, o, sizeof j);
+	j[ax] = k;
+	LnExpr *x = value_at(L, u, j);
+	if (!x)
+		return L->err->status;
+	IrOp cmp = a->reverse ? (a->exclusive ? IR_OP_GREATER : IR_OP_GREATER_EQUAL)
+	                      : (a->exclusive ? IR_OP_LESS : IR_OP_LESS_EQUAL);
+	LnExpr *c3[3] = {expr2(ln, cmp, KC_DT_BOOL, expr_index(ln, k, KC_DT_INT64),
+	                       expr_index(ln, o[ax], KC_DT_INT64)),
+	                 coerce(ln, x, v->dtype), expr_const(ln, v->dtype, prod, prod)};
+	red_store(ln, st, prod ? IR_OP_MUL : IR_OP_ADD, buf, linearize(ln, o, v->shape, v->rank),
+	          expr_op(ln, IR_OP_SELECT, v->dtype, 3, c3),
+	          v->tensor_name ? v->tensor_name : "?", v->numel);
+	return KC_OK;
+}
+
+/* Pool2D into buf. Max: one reduction stage like conv_stage's (spatial
+ * loops over the output in storage order, reduction loops kh, kw), taps in
+ * the padding or past the padded input (ceil mode) read -inf, so padding
+ * never wins. (op_dsl.py's numpy pads with 0 even for max; AKG's TVM
+ * kernel, topi.nn.pool, pads max with the lowest value; we follow the
+ * kernel: the two differ only when every real tap of a window is < 0.)
+ * Avg: AKG's reference uses count_include_pad=True: the mean over the
+ * window's cells inside the padded input (padding counts as 0 and in the
+ * divisor; only the overhang of a ceil-mode window does not count). Stage
+ * 1 sums in float64 into a workspace; stage 2 divides by that count and
+ * rounds once. */
+static KcStatus
+pool_stages(Lower *L, const IrNode *nd, int buf, int *s)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *x = nd->in[0], *v = nd->out[0];
+	const IrAttrs *a = &nd->attrs;
+	bool nhwc = a->nhwc, mx = a->pool_max;
+	int ih = nhwc ? 1 : 2, iw = nhwc ? 2 : 3, ic = nhwc ? 3 : 1;
+	const char *name = v->tensor_name ? v->tensor_name : "?";
+	LnIdx *o[KC_MAX_RANK], *jx[4];
+	LnExpr *cond = NULL;
+	int sbuf = mx ? buf : workspace_raw(ln, arena_printf(ln->arena, "%s:sum", name),
+	                                    KC_DT_FLOAT64, v->numel);
+
+	LnStage *st = stage_new(L, (*s)++);
+	if (mx)
+		L->self = v;
+	shape_loops(ln, st, v, o);
+	int nsp = st->nloops;
+	LnIdx *kh = red_loop(ln, st, a->kernel[0]);
+	LnIdx *kw = red_loop(ln, st, a->kernel[1]);
+	st->nred = st->nloops - nsp;
+	st->ninner = 0;
+	jx[0] = o[0];
+	jx[ic] = o[ic];
+	jx[ih] = conv_coord(L, o[ih], kh, a->stride[0], 1, a->pad[0], x->shape[ih], &cond);
+	jx[iw] = conv_coord(L, o[iw], kw, a->stride[1], 1, a->pad[2], x->shape[iw], &cond);
+	LnExpr *xv = value_at(L, x, jx);
+	if (!xv)
+		return L->err->status;
+	if (!mx)
+		xv = coerce(ln, xv, KC_DT_FLOAT64);
+	if (cond) {
+		LnExpr *s3[3] = {cond, xv, expr_const(ln, xv->dtype, mx ? -INFINITY : 0, 0)};
+		xv = expr_op(ln, IR_OP_SELECT, xv->dtype, 3, s3);
+	}
+	LnIdx *so = linearize(ln, o, v->shape, v->rank);
+	red_store(ln, st, mx ? IR_OP_MAXIMUM : IR_OP_ADD, sbuf, so, xv, name, v->numel);
+	collapse(ln, st);
+	if (mx)
+		return KC_OK;
+
+	/* the mean: sum / (cells of the window inside the padded input) */
+	st = stage_new(L, (*s)++);
+	L->self = v;
+	shape_loops(ln, st, v, o);
+	LnExpr *sum = expr_new(ln, LNE_LOAD, KC_DT_FLOAT64);
+	sum->buf = sbuf;
+	sum->idx = linearize(ln, o, v->shape, v->rank);
+	LnExpr *cnt = NULL;
+	for (int d = 0; d < 2; d++) {
+		int dim = d ? iw : ih;
+		int64_t k = a->kernel[d], sd = a->stride[d];
+		int64_t hp = x->shape[dim] + a->pad[2 * d] + a->pad[2 * d + 1];
+		LnExpr *c;
+		if ((v->shape[dim] - 1) * sd + k <= hp) { /* no window overhangs */
+			c = expr_const(ln, KC_DT_INT64, 0, k);
+		} else { /* min(o*s + k, hp) - o*s */
+			LnIdx *start = ln_idx_mul(ln, o[dim], sd);
+			LnExpr *end = expr_index(ln, ln_idx_add(ln, start, ln_idx_const(ln, k)),
+			                         KC_DT_INT64);
+			end = expr2(ln, IR_OP_MINIMUM, KC_DT_INT64, end,
+			            expr_const(ln, KC_DT_INT64, 0, hp));
+			c = expr2(ln, IR_OP_SUB, KC_DT_INT64, end,
+			          expr_index(ln, start, KC_DT_INT64));
+		}
+		c = coerce(ln, c, KC_DT_FLOAT64);
+		cnt = cnt ? expr2(ln, IR_OP_MUL, KC_DT_FLOAT64, cnt, c) : c;
+	}
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = linearize(ln, o, v->shape, v->rank);
+	st->stores[0].value =
+	    coerce(ln, expr2(ln, IR_OP_REAL_DIV, KC_DT_FLOAT64, sum, cnt), v->dtype);
+	collapse(ln, st);
+	return KC_OK;
+}
+
 /* A new workspace buffer for v. */
 static int
 workspace(LoopNest *ln, const IrValue *v)
@@ -1527,6 +1775,13 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 				return stt;
 			continue;
 		}
+		if (ir_op_info[nd->op].kind == OPK_ARG || ir_op_info[nd->op].kind == OPK_POOL) {
+			stt = ir_op_info[nd->op].kind == OPK_ARG ? arg_stages(&L, nd, L.matbuf[v->id], &s)
+			                                         : pool_stages(&L, nd, L.matbuf[v->id], &s);
+			if (stt != KC_OK)
+				return stt;
+			continue;
+		}
 		LnStage *st = stage_new(&L, s++);
 		L.self = v;
 		if (ir_op_info[nd->op].kind == OPK_REDUCE) {
@@ -1534,6 +1789,9 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 				return stt;
 		} else if (ir_op_info[nd->op].kind == OPK_CONV) {
 			if ((stt = conv_stage(&L, st, nd, L.matbuf[v->id])) != KC_OK)
+				return stt;
+		} else if (ir_op_info[nd->op].kind == OPK_SCAN) {
+			if ((stt = scan_stage(&L, st, nd, L.matbuf[v->id])) != KC_OK)
 				return stt;
 		} else {
 			shape_loops(ln, st, v, idx);

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -43,10 +44,10 @@ typedef struct Parser {
 /* Known MindSpore/AKG ops that kcsd does not compile yet. */
 /* clang-format off */
 static const char *const later_ops[] = {
-	"ReduceMean", "Argmax", "Argmin", "AssignAdd",
+	"ReduceMean", "AssignAdd",
 	"StridedSliceV2", "GatherNd",
-	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "CumSum", "CumProd", "Complex",
-	"CReal", "CImag", "Pool2D", "PadAkg", "UnPadAkg", "TransData",
+	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "Complex",
+	"CReal", "CImag", "PadAkg", "UnPadAkg", "TransData",
 	"LayoutTransform", "EquivFormat", "StandardNormal", "Asinh", "Acosh", "Sin",
 	"Cos", "Asin", "ACos", "Atan", "Atan2", "Expm1", "FastGeLU", "GeLU", "Gelu",
 	"AddMinValue", "ZerosLike", "SelectGE",
@@ -357,6 +358,8 @@ static const char *const known_attrs[] = {
 	"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask",
 	"stride", "dilation", "pad_list", "pad", "pad_mode", "kernel_size", "group", "groups",
 	"out_channel", "format", "data_format",
+	"exclusive", "reverse", "output_type", "global", "pool_type", "data_layout",
+	"round_mode",
 };
 /* clang-format on */
 #define NKNOWN (sizeof known_attrs / sizeof known_attrs[0])
@@ -948,6 +951,215 @@ infer_conv(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const 
 	return KC_OK;
 }
 
+/* Argmax/Argmin: axis (an int or a list of one; default -1, as MindSpore),
+ * output_type/dst_type (if present) restating the declared int32/int64
+ * output; the axis is dropped from the output shape (numpy argmax). */
+static KcStatus
+infer_arg(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *in = nd->in[0], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	int64_t ax, shape[KC_MAX_RANK];
+	int r = 0;
+
+	if (in->dtype == KC_DT_BOOL)
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in, "%s is not defined on bool",
+		               ir_op_info[nd->op].name);
+	if (!int_attr(attr_get(oa, "axis", &w), -1, &ax))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "axis must be an int");
+	if (ax < -in->rank || ax >= in->rank)
+		return kc_fail(p->err, KC_BAD_GRAPH, w,
+		               "axis %" PRId64 " is out of range for rank %d", ax, in->rank);
+	ax = ax < 0 ? ax + in->rank : ax;
+	at->naxis = 1;
+	at->axis[0] = ax;
+	if (decl->dtype != KC_DT_INT32 && decl->dtype != KC_DT_INT64)
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in,
+		               "%s produces int32 or int64 indices, not %s",
+		               ir_op_info[nd->op].name, kc_dtype_info[decl->dtype].name);
+	if (decl->dtype == KC_DT_INT32 && in->shape[ax] - 1 > INT32_MAX)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in, "indices along axis %" PRId64
+		               " do not fit int32", ax);
+	w = w_in;
+	const cJSON *ot = attr_get(oa, "output_type", &w);
+	if (ot && !cJSON_IsNull(ot) && !dst_type_matches(ot, decl->dtype))
+		return kc_fail(p->err, KC_BAD_GRAPH, w,
+		               "output_type disagrees with the output dtype %s",
+		               kc_dtype_info[decl->dtype].name);
+	if (oa->dst_type && !dst_type_matches(oa->dst_type, decl->dtype))
+		return kc_fail(p->err, KC_BAD_GRAPH, oa->dst_where,
+		               "dst_type disagrees with the output dtype %s",
+		               kc_dtype_info[decl->dtype].name);
+	for (int d = 0; d < in->rank; d++)
+		if (d != ax)
+			shape[r++] = in->shape[d];
+	out->dtype = decl->dtype;
+	set_shape(out, shape, r);
+	return KC_OK;
+}
+
+/* CumSum/CumProd: axis (an int or a list of one; required), exclusive,
+ * reverse (bools); the output has the input's shape and dtype. */
+static KcStatus
+infer_scan(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *in = nd->in[0], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	const cJSON *j = attr_get(oa, "axis", &w);
+	int64_t ax;
+
+	if (in->dtype == KC_DT_BOOL)
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in, "%s is not defined on bool",
+		               ir_op_info[nd->op].name);
+	if (!j || cJSON_IsNull(j) || !int_attr(j, 0, &ax))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "%s needs an int axis",
+		               ir_op_info[nd->op].name);
+	if (ax < -in->rank || ax >= in->rank)
+		return kc_fail(p->err, KC_BAD_GRAPH, w,
+		               "axis %" PRId64 " is out of range for rank %d", ax, in->rank);
+	at->naxis = 1;
+	at->axis[0] = ax < 0 ? ax + in->rank : ax;
+	w = w_in;
+	if (!bool_attr(attr_get(oa, "exclusive", &w), &at->exclusive))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "exclusive must be a bool");
+	w = w_in;
+	if (!bool_attr(attr_get(oa, "reverse", &w), &at->reverse))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "reverse must be a bool");
+	out->dtype = in->dtype;
+	set_shape(out, in->shape, in->rank);
+	return KC_OK;
+}
+
+/* A string attr equal (ignoring case) to one of two spellings: 0 or 1;
+ * -1 if it is neither. */
+static int
+str_choice(const cJSON *j, const char *a, const char *b)
+{
+	if (!cJSON_IsString(j))
+		return -1;
+	if (strcasecmp(j->valuestring, a) == 0)
+		return 0;
+	if (strcasecmp(j->valuestring, b) == 0)
+		return 1;
+	return -1;
+}
+
+/* Pool2D (AKG's python registry; semantics of op_dsl.py pool2d_str):
+ * data_layout "NCHW" | "NHWC" (absent: the input's format, else NCHW),
+ * pool_type "max" | "avg", global (bool: the whole H x W, keeping 1 x 1),
+ * kernel_size and strides (an int, [h, w] or [1, 1, h, w]; strides default
+ * 1), pad [top, left, bottom, right] (AKG's and TVM's order) or one int,
+ * round_mode (ceil if true/non-zero/"ceil", floor if false/0/"floor").
+ * out = (in + pads - k) / s + 1, rounded down or up. Pads must be smaller
+ * than the kernel and every window must hold a real element (so a max
+ * window is never empty); the caller checks the declared shape. */
+static KcStatus
+infer_pool(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
+{
+	IrValue *x = nd->in[0], *out = nd->out[0];
+	IrAttrs *at = &nd->attrs;
+	const char *w = w_in;
+	const cJSON *j;
+	int64_t l[KC_MAX_RANK], shape[4];
+	bool global = false, ceil_mode = false;
+	int n, c;
+
+	if (x->rank != 4)
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in, "Pool2D takes a rank-4 input");
+	if (kc_dtype_info[x->dtype].cls != DTC_FLOAT)
+		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in,
+		               "Pool2D takes floating-point input, not %s",
+		               kc_dtype_info[x->dtype].name);
+	j = attr_get(oa, "data_layout", &w);
+	if (j && !cJSON_IsNull(j)) {
+		if ((c = str_choice(j, "NCHW", "NHWC")) < 0)
+			return kc_fail(p->err, KC_UNSUPPORTED, w,
+			               "Pool2D data_layout must be \"NCHW\" or \"NHWC\"");
+		at->nhwc = c == 1;
+	} else {
+		at->nhwc = oa->in0_format && strcmp(oa->in0_format, "NHWC") == 0;
+	}
+	w = w_in;
+	j = attr_get(oa, "pool_type", &w);
+	if ((c = str_choice(j, "avg", "max")) < 0)
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "Pool2D pool_type must be \"max\" or \"avg\"");
+	at->pool_max = c == 1;
+	w = w_in;
+	if (!bool_attr(attr_get(oa, "global", &w), &global))
+		return kc_fail(p->err, KC_BAD_GRAPH, w, "global must be a bool");
+	int64_t H = x->shape[at->nhwc ? 1 : 2], W = x->shape[at->nhwc ? 2 : 3];
+	memset(at->pad, 0, sizeof at->pad);
+	at->stride[0] = at->stride[1] = 1;
+	if (global) {
+		at->kernel[0] = H;
+		at->kernel[1] = W;
+	} else {
+		w = w_in;
+		j = attr_get(oa, "kernel_size", &w);
+		if (!j || cJSON_IsNull(j) || !conv_pair(j, at->kernel))
+			return kc_fail(p->err, KC_BAD_GRAPH, w,
+			               "kernel_size must be an int, [h, w] or [1, 1, h, w] of ints "
+			               ">= 1");
+		w = w_in;
+		if (!conv_pair(attr_get(oa, "strides", &w), at->stride))
+			return kc_fail(p->err, KC_BAD_GRAPH, w,
+			               "strides must be an int, [h, w] or [1, 1, h, w] of ints >= 1");
+		w = w_in;
+		j = attr_get(oa, "pad", &w);
+		if (j && !cJSON_IsNull(j)) {
+			if (!int_list(j, l, &n) || (n != 1 && n != 4))
+				return kc_fail(p->err, KC_BAD_GRAPH, w,
+				               "pad is [top, left, bottom, right] or one int");
+			/* AKG order (t, l, b, r) -> ours (t, b, l, r) */
+			static const int perm[4] = {0, 2, 1, 3};
+			for (int k = 0; k < 4; k++) {
+				at->pad[perm[k]] = l[n == 1 ? 0 : k];
+				if (at->pad[perm[k]] < 0)
+					return kc_fail(p->err, KC_BAD_GRAPH, w, "pads must be >= 0");
+			}
+		}
+		w = w_in;
+		j = attr_get(oa, "round_mode", &w);
+		if (j && !cJSON_IsNull(j)) {
+			if (cJSON_IsString(j)) {
+				if ((c = str_choice(j, "floor", "ceil")) < 0)
+					return kc_fail(p->err, KC_BAD_GRAPH, w,
+					               "round_mode must be \"floor\" or \"ceil\"");
+				ceil_mode = c == 1;
+			} else if (!bool_attr(j, &ceil_mode)) {
+				return kc_fail(p->err, KC_BAD_GRAPH, w,
+				               "round_mode must be a bool, an int or a string");
+			}
+		}
+	}
+	int64_t in2[2] = {H, W}, osp[2];
+	for (int d = 0; d < 2; d++) {
+		int64_t k = at->kernel[d], s = at->stride[d], lo = at->pad[2 * d];
+		int64_t hi = at->pad[2 * d + 1], span = in2[d] + lo + hi - k;
+		if (lo >= k || hi >= k)
+			return kc_fail(p->err, KC_UNSUPPORTED, w_in,
+			               "Pool2D pads must be smaller than the kernel");
+		if (span < 0)
+			return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+			               "the %s kernel %" PRId64 " exceeds the padded input %" PRId64,
+			               d ? "width" : "height", k, in2[d] + lo + hi);
+		osp[d] = (ceil_mode ? span + s - 1 : span) / s + 1;
+		if ((osp[d] - 1) * s >= in2[d] + lo)
+			return kc_fail(p->err, KC_UNSUPPORTED, w_in,
+			               "the last %s window lies in the padding",
+			               d ? "width" : "height");
+	}
+	shape[0] = x->shape[0];
+	shape[at->nhwc ? 3 : 1] = x->shape[at->nhwc ? 3 : 1];
+	shape[at->nhwc ? 1 : 2] = osp[0];
+	shape[at->nhwc ? 2 : 3] = osp[1];
+	out->dtype = x->dtype;
+	set_shape(out, shape, 4);
+	return KC_OK;
+}
+
 static KcStatus
 infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
 {
@@ -975,6 +1187,11 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL: return infer_matmul(p, nd, decl, oa, w_in);
 	case IR_OP_CONV2D: return infer_conv(p, nd, decl, oa, w_in);
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN: return infer_arg(p, nd, decl, oa, w_in);
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD: return infer_scan(p, nd, oa, w_in);
+	case IR_OP_POOL2D: return infer_pool(p, nd, oa, w_in);
 	case IR_OP_ONE_HOT: {
 		const cJSON *dj = attr_get(oa, "depth", &w);
 		int64_t depth, ax;
@@ -1288,7 +1505,12 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
-	case IR_OP_CONV2D: return infer_struct(p, nd, decl, oa, w_in);
+	case IR_OP_CONV2D:
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD:
+	case IR_OP_POOL2D: return infer_struct(p, nd, decl, oa, w_in);
 	case IR_OP_COUNT: KC_ASSERT(0 && "bad op"); break;
 	}
 
@@ -1298,7 +1520,10 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case OPK_REDUCE:
 	case OPK_ASSIGN:
 	case OPK_MATMUL:
-	case OPK_CONV: break; /* infer_struct */
+	case OPK_CONV:
+	case OPK_ARG:
+	case OPK_SCAN:
+	case OPK_POOL: break; /* infer_struct */
 	case OPK_LAYOUT:
 		out->rank = decl->rank;
 		memcpy(out->shape, decl->shape, sizeof out->shape);
@@ -1412,7 +1637,12 @@ attr_inputs(IrOp op, int *n, int *first)
 	case IR_OP_CONCAT:
 	case IR_OP_MAT_MUL:
 	case IR_OP_BATCH_MAT_MUL:
-	case IR_OP_CONV2D: break;
+	case IR_OP_CONV2D:
+	case IR_OP_POOL2D: break;
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
+	case IR_OP_CUM_SUM:
+	case IR_OP_CUM_PROD: return axis;
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
@@ -1496,6 +1726,15 @@ parse_op(Parser *p, const cJSON *o, int i)
 	/* outputs first: Cast/Reshape/BroadcastTo read the declared one */
 	const cJSON *od = cJSON_GetObjectItemCaseSensitive(o, "output_desc");
 	subptr(wo, "%s/output_desc", w);
+	if (cJSON_IsArray(od) && cJSON_GetArraySize(od) > 1) {
+		/* a multi-output op (akg-format 3.3: an Array result read through
+		 * tuple_getitem): none of AKG's ops that kcsd compiles is one */
+		subptr(wo, "%s/output_desc/1", w);
+		return kc_fail(p->err, KC_UNSUPPORTED, wo,
+		               "%s declares %d outputs; multi-output (tuple) ops are not "
+		               "supported, and %s has exactly one",
+		               oi->name, cJSON_GetArraySize(od), oi->name);
+	}
 	if (!cJSON_IsArray(od) || cJSON_GetArraySize(od) != 1)
 		return kc_fail(p->err, KC_BAD_GRAPH, wo, "%s has exactly one output", oi->name);
 	IrValue decl = {0};

@@ -15,7 +15,23 @@
  * threads. --fault (tests only) raises SIGSEGV or loops forever instead of
  * running the kernel. Exit status: 0 done, 3 the kernel returned non-zero,
  * 4 bad arguments, unreadable files or a kernel that does not load.
- * It links only libc, libdl and libpthread (and the ABI header).
+ *
+ * Reference mode (POST /v1/verify's second invocation): the same --in
+ * file, but instead of a kernel the reference interpreter (compiler/
+ * interp.c) runs on the graph, so an interpreter bug or blow-up costs this
+ * process, never the daemon:
+ *
+ *   kcsd-runner --ref GRAPH.json --in FILE --out FILE [--max-bytes B]
+ *               [--limits OPS,TENSORS,RANK,ELEMENTS] [--cpu-s S]
+ *               [--mem-bytes B] [--fault crash|hang]
+ *
+ * GRAPH.json is the request body; --limits are the daemon's parse limits.
+ * --out receives the outputs' bytes back to back, then one tie byte per
+ * output element (kc_interp_ties). Exit status 5: the graph or the
+ * interpreter refused (stderr: "kcsd-runner: <wire code>: <message>").
+ * The kernel mode links only libc, libdl and libpthread (and the ABI
+ * header); the reference mode adds the compiler library's parser and
+ * interpreter (no LLVM is loaded for either).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,6 +44,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "compiler.h"
 #include "kcs_abi.h"
 
 #define RUN_MAGIC "KCSRUN1"
@@ -113,6 +130,108 @@ read_exact(FILE *f, void *p, size_t n)
 	return fread(p, 1, n, f) == n;
 }
 
+/* Reference mode: the interpreter on args (inputs filled, outputs
+ * allocated) for the graph in `graph`; writes outputs then tie masks. */
+static int
+run_reference(const char *graph, const char *limits, long long max_bytes, uint32_t nargs,
+              uint32_t nin, void **args, const uint64_t *sizes, const char *out)
+{
+	KcLimits lim = {0};
+	KcErr err = {0};
+	KcGraph *g = NULL;
+	size_t len = 0;
+	int rc = 4;
+	char *body = NULL;
+	uint8_t **ties = NULL;
+	FILE *f = NULL;
+	CompileCtx *c = compile_ctx_new();
+
+	if (limits && sscanf(limits, "%d,%d,%d,%lld", &lim.max_ops, &lim.max_tensors, &lim.max_rank,
+	                     (long long *)&lim.max_elements) != 4) {
+		fail("bad --limits", limits);
+		goto done;
+	}
+	if (!(f = fopen(graph, "rb"))) {
+		fail("cannot open graph file", strerror(errno));
+		goto done;
+	}
+	if (fseek(f, 0, SEEK_END) != 0 || (long)(len = (size_t)ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET) != 0 || !(body = malloc(len + 1)) || !read_exact(f, body, len)) {
+		fail("cannot read graph file", NULL);
+		goto done;
+	}
+	fclose(f);
+	f = NULL;
+	body[len] = 0;
+	if (kc_parse(c, body, len, &lim, &g, &err) != KC_OK) {
+		fprintf(stderr, "kcsd-runner: %s: %s\n", kc_status_code(err.status), err.msg);
+		rc = 5;
+		goto done;
+	}
+	uint32_t gin = 0;
+	for (int i = 0; i < kc_graph_nargs(g); i++) {
+		KcArgInfo x;
+		kc_graph_arg(g, i, &x);
+		gin += !x.is_output;
+	}
+	if ((uint32_t)kc_graph_nargs(g) != nargs || gin != nin) {
+		fail("the graph's arguments disagree with the input file", NULL);
+		goto done;
+	}
+	ties = calloc(nargs - nin + 1, sizeof *ties);
+	for (uint32_t i = nin; ties && i < nargs; i++) {
+		KcArgInfo x;
+		int64_t n = 1;
+		kc_graph_arg(g, (int)i, &x);
+		for (int d = 0; d < x.rank; d++)
+			n *= x.shape[d];
+		if (!(ties[i - nin] = calloc((size_t)n + 1, 1))) {
+			fail("out of memory for tie masks", NULL);
+			goto done;
+		}
+	}
+	if (!ties) {
+		fail("out of memory for tie masks", NULL);
+		goto done;
+	}
+	if (kc_interp_ties(c, g, args, max_bytes > 0 ? (size_t)max_bytes : 0, ties, &err) != KC_OK) {
+		fprintf(stderr, "kcsd-runner: %s: %s\n", kc_status_code(err.status), err.msg);
+		rc = 5;
+		goto done;
+	}
+	if (!(f = fopen(out, "wb"))) {
+		fail("cannot create output file", strerror(errno));
+		goto done;
+	}
+	for (uint32_t i = nin; i < nargs; i++)
+		if (fwrite(args[i], 1, (size_t)sizes[i], f) != sizes[i]) {
+			fail("cannot write output file", strerror(errno));
+			goto done;
+		}
+	for (uint32_t i = nin; i < nargs; i++) {
+		KcArgInfo x;
+		int64_t n = 1;
+		kc_graph_arg(g, (int)i, &x);
+		for (int d = 0; d < x.rank; d++)
+			n *= x.shape[d];
+		if (fwrite(ties[i - nin], 1, (size_t)n, f) != (size_t)n) {
+			fail("cannot write output file", strerror(errno));
+			goto done;
+		}
+	}
+	rc = fclose(f) == 0 ? 0 : fail("cannot write output file", strerror(errno));
+	f = NULL;
+done:
+	if (f)
+		fclose(f);
+	for (uint32_t i = nin; ties && i < nargs; i++)
+		free(ties[i - nin]);
+	free(ties);
+	free(body);
+	compile_ctx_free(c);
+	return rc;
+}
+
 static void
 limit(int res, rlim_t v)
 {
@@ -125,7 +244,8 @@ int
 main(int argc, char **argv)
 {
 	const char *so = NULL, *sym = NULL, *in = NULL, *out = NULL, *fault = NULL;
-	long long threads = 0, cpu_s = 60, mem = 0;
+	const char *ref = NULL, *limits = NULL;
+	long long threads = 0, cpu_s = 60, mem = 0, max_bytes = 0;
 	uint32_t nargs = 0, nin = 0;
 	uint64_t *sizes = NULL, total_out = 0;
 	void **args = NULL;
@@ -150,12 +270,21 @@ main(int argc, char **argv)
 			mem = atoll(v);
 		else if (strcmp(k, "--fault") == 0)
 			fault = v;
+		else if (strcmp(k, "--ref") == 0)
+			ref = v;
+		else if (strcmp(k, "--limits") == 0)
+			limits = v;
+		else if (strcmp(k, "--max-bytes") == 0)
+			max_bytes = atoll(v);
 		else
 			return fail("unknown argument", k);
 	}
-	if (!so || !sym || !in || !out || threads < 0 || threads > MAX_THREADS || cpu_s < 1)
+	if ((!ref && (!so || !sym)) || !in || !out || threads < 0 || threads > MAX_THREADS ||
+	    cpu_s < 1)
 		return fail("usage: kcsd-runner --so PATH --symbol NAME --in FILE --out FILE "
-		            "[--threads N] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]",
+		            "[--threads N] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]\n"
+		            "       kcsd-runner --ref GRAPH --in FILE --out FILE [--max-bytes B] "
+		            "[--limits O,T,R,E] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]",
 		            NULL);
 
 	/* limits first, before anything big is read or any kernel code runs */
@@ -201,7 +330,8 @@ main(int argc, char **argv)
 	}
 	fclose(f);
 	f = NULL;
-	limit(RLIMIT_FSIZE, (rlim_t)(total_out + 4096));
+	/* reference mode: outputs plus a tie byte per output element */
+	limit(RLIMIT_FSIZE, (rlim_t)(2 * total_out + 4096));
 
 	if (fault && strcmp(fault, "crash") == 0) {
 		signal(SIGSEGV, SIG_DFL);
@@ -210,6 +340,11 @@ main(int argc, char **argv)
 	if (fault && strcmp(fault, "hang") == 0)
 		for (volatile unsigned long spin = 0;; spin++)
 			;
+
+	if (ref) {
+		rc = run_reference(ref, limits, max_bytes, nargs, nin, args, sizes, out);
+		goto done;
+	}
 
 	void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {

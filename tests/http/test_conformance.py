@@ -39,7 +39,9 @@ SEED = 11
 # repeats them. Custom and FRACTAL_NZ are allowed by the issue itself.
 JUSTIFIED = {
     "Complex": "complex64 (Complex/CReal/CImag) is not supported yet: no complex "
-               "dtype in the backend or the interpreter; refused with 422",
+               "dtype in the backend or the interpreter; refused with 422 (the one "
+               "corpus file, complex_fusion.info, also passes Add its two operands as "
+               "one tuple input list)",
     "CReal": "complex64 is not supported yet; refused with 422",
     "CImag": "complex64 is not supported yet; refused with 422",
 }
@@ -173,6 +175,12 @@ def write_doc(results, opt, total_s):
     L.append("")
     for op, why in JUSTIFIED.items():
         L.append("* `%s`: %s." % (op, why))
+    L.append("")
+    L.append("Ops no corpus file uses are checked elsewhere against the same interpreter:")
+    L.append("Argmax/Argmin, CumSum/CumProd and Pool2D by `test_graphfuzz`, `test_interp`")
+    L.append("(hand-computed numpy values) and `tests/http/test_verify.py`. Multi-output")
+    L.append("op entries (several `output_desc` items, read through `tuple_getitem`) are")
+    L.append("refused with 422 `unsupported`: no op kcsd compiles has more than one output.")
     L.append("")
     L.append("## Per file")
     L.append("")

@@ -8,6 +8,8 @@ seeds, serial and threaded); several corpus files verify ok (skipped when
 /v1/compile; a target the host cannot run is 422 invalid_target;
 ?inject=crash answers ok:false "crashed" and ?inject=hang "timeout" within
 the limit, and the daemon still serves /healthz and compiles afterwards;
+?inject=ref-crash (the reference interpreter's runner dies) is a 500 and
+the daemon lives on; a graph with Argmax, CumSum and Pool2D verifies ok;
 the compile response's ms_hash equals the number in a corpus file's name.
 A second daemon without the flag refuses ?inject with 400. Prints TAP-ish
 "ok N - name" lines and "N passed, M failed"; exits 1 on any failure.
@@ -198,6 +200,49 @@ def check_faults(d):
          "inject=hang: ok false, failure timeout", raw[:600])
     T.ok(dt < TIMEOUT_S + 15, "inject=hang answered within the limit (%.1f s)" % dt)
     still_serving(d, "a hanging kernel")
+    # the reference interpreter runs in a second runner, not in the daemon:
+    # its crash is this request's 500, and the daemon lives on
+    pid_before = d.proc.pid if hasattr(d, "proc") else None
+    st, j, raw = post(d, "/v1/verify?inject=ref-crash", g)
+    T.ok(st == 500 and j and j["error"]["code"] == "internal"
+         and "reference interpreter" in j["error"]["message"]
+         and "signal" in j["error"]["message"],
+         "inject=ref-crash: 500 internal, the reference runner died", raw[:600])
+    if pid_before is not None:
+        T.ok(d.proc.poll() is None, "the daemon survived the reference runner's crash")
+    still_serving(d, "a crashing reference interpreter")
+    st, j, raw = post(d, "/v1/verify?seed=4", g)
+    T.ok(st == 200 and j and j.get("ok") is True,
+         "verify works after a reference crash", raw[:600])
+
+
+def ops_b_graph():
+    """Argmax over rows of Exp(x), CumSum (reverse, exclusive) and an
+    average Pool2D with pads: the reference comes from the runner."""
+    x = tensor("x", "float32", [2, 6, 7, 3])
+    e = tensor("e", "float32", [2, 6, 7, 3])
+    am = tensor("am", "int32", [2, 7, 3])
+    cs = tensor("cs", "float32", [2, 6, 7, 3])
+    pl = tensor("pl", "float32", [2, 3, 4, 3])
+    attr = lambda **kw: [{"name": k, "value": v} for k, v in kw.items()]
+    o1 = op("Exp", [x], e)
+    o2 = op("Argmax", [e], am)
+    o2["attr"] = attr(axis=1)
+    o3 = op("CumSum", [x], cs)
+    o3["attr"] = attr(axis=-2, exclusive=True, reverse=True)
+    o4 = op("Pool2D", [x], pl)
+    o4["attr"] = attr(pool_type="avg", data_layout="NHWC", kernel_size=[3, 3],
+                      strides=[2, 2], pad=[1, 1, 1, 1], round_mode=0)
+    return {
+        "composite": True, "op": "Fused_verify_ops_b", "process": "cpu", "version": 1,
+        "input_desc": [[x]], "output_desc": [am, cs, pl], "op_desc": [o1, o2, o3, o4],
+    }
+
+
+def check_ops_b(d):
+    st, j, raw = post(d, "/v1/verify?seed=9", ops_b_graph())
+    T.ok(st == 200 and j and j.get("ok") is True and len(j.get("outputs", [])) == 3,
+         "Argmax, CumSum and Pool2D verify ok against the runner's reference", raw[:800])
 
 
 def check_corpus(d):
@@ -249,6 +294,7 @@ def main():
         check_inline(d)
         check_errors(d)
         check_faults(d)
+        check_ops_b(d)
         check_corpus(d)
     with Kcsd(args.kcsd) as d:
         st, j, raw = post(d, "/v1/verify?inject=crash", inline_graph())

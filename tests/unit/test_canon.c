@@ -628,6 +628,100 @@ test_conv(void)
 	cJSON_Delete(a);
 }
 
+/* op1 with an int32 result (Argmax/Argmin). */
+static cJSON *
+op1_i32(const char *op, const char *ishape, const char *oshape, const char *attr,
+        const char *extra)
+{
+	cJSON *d = op1(op, ishape, oshape, attr, extra);
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
+	jset(d, "/output_desc/0/data_type", "'int32'");
+	return d;
+}
+
+static void
+test_ops_b(void)
+{
+	/* Argmax/Argmin: axis spellings (negative, list, v2 input, default -1),
+	 * the ArgMax alias, noise; sensitive to the axis and the op */
+	OK(same_and_free(op1_i32("Argmax", "4,6", "4", "{'axis':1}", ""),
+	                 op1_i32("Argmax", "4,6", "4", "{'axis':[-1],'output_type':'int32'}", "")));
+	OK(same_and_free(op1_i32("Argmax", "4,6", "4", "{'axis':1}", ""),
+	                 op1_i32("ArgMax", "4,6", "4", "null", "")));
+	OK(same_and_free(
+	    op1_i32("Argmin", "4,6", "6", "{'axis':0}", ""),
+	    op1_i32("Argmin", "4,6", "6", "null",
+	            ",[{'data_type':'int64','shape':[1],'tensor_name':'x','value':0}]")));
+	OK(!same_and_free(op1_i32("Argmax", "6,6", "6", "{'axis':0}", ""),
+	                  op1_i32("Argmax", "6,6", "6", "{'axis':1}", "")));
+	OK(!same_and_free(op1_i32("Argmax", "6,6", "6", "{'axis':0}", ""),
+	                  op1_i32("Argmin", "6,6", "6", "{'axis':0}", "")));
+	/* CumSum/CumProd: bools spelled as ints, absent = false, v2 axis */
+	OK(same_and_free(
+	    op1("CumSum", "4,6", "4,6", "{'axis':-1,'exclusive':true}", ""),
+	    op1("CumSum", "4,6", "4,6", "{'reverse':false,'exclusive':1,'axis':[1]}", "")));
+	OK(same_and_free(
+	    op1("CumProd", "4,6", "4,6", "{'axis':0}", ""),
+	    op1("CumProd", "4,6", "4,6", "null",
+	        ",[{'data_type':'int64','shape':[1],'tensor_name':'x','value':0}]")));
+	OK(!same_and_free(op1("CumSum", "4,6", "4,6", "{'axis':0}", ""),
+	                  op1("CumSum", "4,6", "4,6", "{'axis':1}", "")));
+	OK(!same_and_free(op1("CumSum", "4,6", "4,6", "{'axis':0}", ""),
+	                  op1("CumSum", "4,6", "4,6", "{'axis':0,'exclusive':true}", "")));
+	OK(!same_and_free(op1("CumSum", "4,6", "4,6", "{'axis':0}", ""),
+	                  op1("CumSum", "4,6", "4,6", "{'axis':0,'reverse':true}", "")));
+	OK(!same_and_free(op1("CumSum", "4,6", "4,6", "{'axis':0}", ""),
+	                  op1("CumProd", "4,6", "4,6", "{'axis':0}", "")));
+	/* Pool2D: global = its explicit kernel; one pad int = four; strides
+	 * [h, w] = [1, 1, h, w]; round_mode spellings that give the same shape;
+	 * the layout from the input's format; sensitive to type, pads, layout */
+	OK(same_and_free(
+	    op1("Pool2D", "1,2,5,7", "1,2,1,1", "{'pool_type':'avg','global':true}", ""),
+	    op1("Pool2D", "1,2,5,7", "1,2,1,1",
+	        "{'pool_type':'AVG','kernel_size':[5,7],'strides':1,'pad':0,"
+	        "'data_layout':'NCHW','round_mode':'floor'}",
+	        "")));
+	OK(same_and_free(
+	    op1("Pool2D", "1,2,9,9", "1,2,5,5",
+	        "{'pool_type':'max','kernel_size':3,'strides':[2,2],'pad':1}", ""),
+	    op1("Pool2D", "1,2,9,9", "1,2,5,5",
+	        "{'pad':[1,1,1,1],'strides':[1,1,2,2],'kernel_size':[3,3],'pool_type':'max',"
+	        "'round_mode':false,'pri_format':'NC1HWC0'}",
+	        "")));
+	OK(same_and_free(
+	    op1("Pool2D", "1,2,9,9", "1,2,4,4", "{'pool_type':'max','kernel_size':3,'strides':2}",
+	        ""),
+	    op1("Pool2D", "1,2,9,9", "1,2,4,4",
+	        "{'pool_type':'max','kernel_size':3,'strides':2,'round_mode':'ceil'}", "")));
+	cJSON *a = op1("Pool2D", "1,6,6,2", "1,3,3,2",
+	               "{'pool_type':'max','kernel_size':2,'strides':2,'data_layout':'NHWC'}", "");
+	cJSON *b = op1("Pool2D", "1,6,6,2", "1,3,3,2",
+	               "{'pool_type':'max','kernel_size':2,'strides':2}", "");
+	jset(b, "/op_desc/0/input_desc/0/0/format", "'NHWC'");
+	OK(same_and_free(a, b));
+	OK(!same_and_free(
+	    op1("Pool2D", "1,2,8,8", "1,2,4,4", "{'pool_type':'max','kernel_size':2,'strides':2}",
+	        ""),
+	    op1("Pool2D", "1,2,8,8", "1,2,4,4", "{'pool_type':'avg','kernel_size':2,'strides':2}",
+	        "")));
+	OK(!same_and_free(
+	    op1("Pool2D", "1,2,8,8", "1,2,4,4",
+	        "{'pool_type':'avg','kernel_size':2,'strides':2,'pad':[1,0,0,0],"
+	        "'round_mode':'floor'}",
+	        ""),
+	    op1("Pool2D", "1,2,8,8", "1,2,4,4",
+	        "{'pool_type':'avg','kernel_size':2,'strides':2,'pad':[0,0,1,0],"
+	        "'round_mode':'floor'}",
+	        "")));
+	OK(!same_and_free(
+	    op1("Pool2D", "1,4,4,4", "1,2,2,4", "{'pool_type':'max','kernel_size':2,'strides':2,"
+	                                        "'data_layout':'NHWC'}",
+	        ""),
+	    op1("Pool2D", "1,4,4,4", "1,4,2,2", "{'pool_type':'max','kernel_size':2,'strides':2,"
+	                                        "'data_layout':'NCHW'}",
+	        "")));
+}
+
 int
 main(void)
 {
@@ -636,5 +730,6 @@ main(void)
 	t_sub("constant spellings", test_const_forms);
 	t_sub("reductions, layout ops, in-place writes", test_new_ops);
 	t_sub("Conv2D attrs", test_conv);
+	t_sub("Argmax, CumSum, Pool2D attrs", test_ops_b);
 	return t_done();
 }

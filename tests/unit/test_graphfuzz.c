@@ -8,7 +8,9 @@
  * elementwise unary and binary ops, comparisons, Select, Cast, reductions
  * (axis lists, negative, empty = all, keep_dims), Reshape/BroadcastTo/
  * Transpose/ExpandDims/Tile/StridedSlice (masks)/Concat, occasionally
- * MatMul/BatchMatMul (transposes, batch broadcasting), and 2-4 outputs
+ * MatMul/BatchMatMul (transposes, batch broadcasting), Argmax/Argmin,
+ * CumSum/CumProd (any axis, exclusive, reverse), Pool2D (max/avg, NHWC/
+ * NCHW, pads, strides, ceil mode, global), and 2-4 outputs
  * (now and then a kernel input passed through). Each graph is
  * parsed (a refusal is a generator or parser bug: it fails), compiled for
  * the host, run with rt NULL and with a 3-thread runtime on seeded inputs,
@@ -395,6 +397,90 @@ float_dt(void)
 	return k < 60 ? DT_F32 : k < 85 ? DT_F16 : DT_BF16;
 }
 
+/* Argmax/Argmin, CumSum/CumProd or Pool2D appended to g. */
+static void
+gen_op_b(Graph *g)
+{
+	char attr[512];
+	int64_t s[4];
+	int k = rnd(3), a, dt = chance(30) ? DT_I32 : float_dt(), r = 0;
+	Opnd in[1];
+
+	if (k == 0) { /* Argmax/Argmin on anything (ties: the first index) */
+		a = pick(g, dt, false);
+		if (a < 0)
+			a = rand_input(g, dt);
+		Val *v = &g->v[a];
+		int ax = rnd(v->rank);
+		for (int d = 0; d < v->rank; d++)
+			if (d != ax)
+				s[r++] = v->shape[d];
+		snprintf(attr, sizeof attr, "[{\"name\":\"axis\",\"value\":%d}]",
+		         chance(30) ? ax - v->rank : ax);
+		in[0] = V(a);
+		add_op(g, chance(50) ? "Argmax" : "Argmin", attr, 1, in, DT_I32, r, s);
+	} else if (k == 1) { /* CumSum/CumProd, any axis, exclusive, reverse */
+		a = pick(g, dt, false);
+		if (a < 0)
+			a = rand_input(g, dt);
+		Val *v = &g->v[a];
+		int ax = rnd(v->rank);
+		bool prod = chance(40) && v->shape[ax] <= 8;
+		snprintf(attr, sizeof attr,
+		         "[{\"name\":\"axis\",\"value\":%d},{\"name\":\"exclusive\",\"value\":%s},"
+		         "{\"name\":\"reverse\",\"value\":%s}]",
+		         chance(30) ? ax - v->rank : ax, chance(50) ? "true" : "false",
+		         chance(50) ? "true" : "false");
+		in[0] = V(a);
+		add_op(g, prod ? "CumProd" : "CumSum", attr, 1, in, v->dt, v->rank, v->shape);
+	} else { /* Pool2D on a fresh rank-4 float input */
+		dt = float_dt();
+		bool nhwc = chance(50), mx = chance(50), glob = chance(15), ceil = chance(30);
+		int64_t N = 1 + rnd(2), C = 1 + rnd(3), H = 1 + rnd(7), W = 1 + rnd(7);
+		int64_t kh = 1 + rnd(H < 3 ? (int)H : 3), kw = 1 + rnd(W < 3 ? (int)W : 3);
+		int64_t sh = 1 + rnd(2), sw = 1 + rnd(2), p[4], o[2];
+		if (N * C * H * W > CAP)
+			return;
+		p[0] = rnd((int)kh); /* AKG order: top, left, bottom, right */
+		p[1] = rnd((int)kw);
+		p[2] = rnd((int)kh);
+		p[3] = rnd((int)kw);
+		if (glob) {
+			kh = H;
+			kw = W;
+			sh = sw = 1;
+			p[0] = p[1] = p[2] = p[3] = 0;
+			ceil = false;
+		}
+		int64_t in2[2] = {H, W}, k2[2] = {kh, kw}, s2[2] = {sh, sw};
+		int64_t lo[2] = {p[0], p[1]}, hi[2] = {p[2], p[3]};
+		for (int d = 0; d < 2; d++) {
+			int64_t span = in2[d] + lo[d] + hi[d] - k2[d];
+			o[d] = (ceil ? span + s2[d] - 1 : span) / s2[d] + 1;
+			if ((o[d] - 1) * s2[d] >= in2[d] + lo[d])
+				return; /* the last window in the padding: refused */
+		}
+		int64_t xs[4] = {N, nhwc ? H : C, nhwc ? W : H, nhwc ? C : W};
+		int64_t os[4] = {N, nhwc ? o[0] : C, nhwc ? o[1] : o[0], nhwc ? C : o[1]};
+		a = new_input(g, dt, 4, xs);
+		if (a < 0)
+			return;
+		snprintf(attr, sizeof attr,
+		         "[{\"name\":\"data_layout\",\"value\":\"%s\"},{\"name\":\"pool_type\","
+		         "\"value\":\"%s\"},{\"name\":\"global\",\"value\":%s},"
+		         "{\"name\":\"kernel_size\",\"value\":[%lld,%lld]},"
+		         "{\"name\":\"strides\",\"value\":[%lld,%lld]},"
+		         "{\"name\":\"pad\",\"value\":[%lld,%lld,%lld,%lld]},"
+		         "{\"name\":\"round_mode\",\"value\":%d}]",
+		         nhwc ? "NHWC" : "NCHW", mx ? "max" : "avg", glob ? "true" : "false",
+		         (long long)kh, (long long)kw, (long long)sh, (long long)sw,
+		         (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3],
+		         ceil ? 1 : 0);
+		in[0] = V(a);
+		add_op(g, "Pool2D", attr, 1, in, dt, 4, os);
+	}
+}
+
 /* One random op appended to g (may add fresh inputs). */
 static void
 gen_op(Graph *g)
@@ -411,6 +497,10 @@ gen_op(Graph *g)
 	int k = rnd(100), a, dt;
 	Opnd in[3];
 
+	if (chance(9)) { /* the ops of issue 3 part B */
+		gen_op_b(g);
+		return;
+	}
 	if (k < 12) { /* unary on anything float */
 		dt = float_dt();
 		a = pick(g, dt, false);

@@ -455,6 +455,93 @@ reductions(void)
 	              IN(N(0, 0, -4)), "bool", "1", 1, N(1));
 }
 
+/* Argmax/Argmin, CumSum/CumProd, Pool2D against numpy (values computed
+ * with numpy 1.24; Pool2D as op_dsl.py's pool2d_str: avg counts padding
+ * (count_include_pad), max never picks padding). */
+static void
+ops_b(void)
+{
+	const char *f = "float32", *i32 = "int32", *i64 = "int64";
+	const double *m = N(1, 5, -2, -7, -3, -9);
+	check_op_attr("Argmax axis 1", "Argmax", "[{'name':'axis','value':1}]", 1, DT(f), DT("2,3"),
+	              IN(m), i32, "2", 2, N(1, 1));
+	check_op_attr("Argmax axis 0", "Argmax", "[{'name':'axis','value':[0]}]", 1, DT(f),
+	              DT("2,3"), IN(m), i32, "3", 3, N(0, 0, 0));
+	check_op_attr("Argmin axis 0", "Argmin", "[{'name':'axis','value':-2}]", 1, DT(f), DT("2,3"),
+	              IN(m), i32, "3", 3, N(1, 1, 1));
+	check_op_attr("Argmin default axis -1, int64", "Argmin", "null", 1, DT(f), DT("2,3"), IN(m),
+	              i64, "2", 2, N(2, 2));
+	check_op_attr("Argmax first of ties", "Argmax", "null", 1, DT(f), DT("3"), IN(N(3, 1, 3)),
+	              i32, "1", 1, N(0));
+	check_op_attr("Argmin first of ties int32", "Argmin", "null", 1, DT(i32), DT("3"),
+	              IN(N(2, 1, 1)), i32, "1", 1, N(1));
+	check_op_attr("Argmax first NaN", "Argmax", "null", 1, DT(f), DT("4"),
+	              IN(N(1, NAN, 5, NAN)), i32, "1", 1, N(1));
+	check_op_attr("Argmin first NaN", "Argmin", "null", 1, DT(f), DT("4"),
+	              IN(N(1, NAN, -5, NAN)), i32, "1", 1, N(1));
+
+	const double *a = N(1, 2, 3, 4, 5, 6);
+	check_op_attr("CumSum axis 1", "CumSum", "[{'name':'axis','value':1}]", 1, DT(f), DT("2,3"),
+	              IN(a), f, "2,3", 6, N(1, 3, 6, 4, 9, 15));
+	check_op_attr("CumSum exclusive", "CumSum",
+	              "[{'name':'axis','value':-1},{'name':'exclusive','value':true}]", 1, DT(f),
+	              DT("2,3"), IN(a), f, "2,3", 6, N(0, 1, 3, 0, 4, 9));
+	check_op_attr("CumSum reverse", "CumSum",
+	              "[{'name':'axis','value':1},{'name':'reverse','value':true}]", 1, DT(f),
+	              DT("2,3"), IN(a), f, "2,3", 6, N(6, 5, 3, 15, 11, 6));
+	check_op_attr("CumSum exclusive reverse", "CumSum",
+	              "[{'name':'axis','value':1},{'name':'reverse','value':true},"
+	              "{'name':'exclusive','value':true}]",
+	              1, DT(f), DT("2,3"), IN(a), f, "2,3", 6, N(5, 3, 0, 11, 6, 0));
+	check_op_attr("CumProd axis 0 int32", "CumProd", "[{'name':'axis','value':0}]", 1, DT(i32),
+	              DT("2,3"), IN(a), i32, "2,3", 6, N(1, 2, 3, 4, 10, 18));
+	check_op_attr("CumSum int32 wraps", "CumSum", "[{'name':'axis','value':0}]", 1, DT(i32),
+	              DT("2"), IN(N(2147483647, 1)), i32, "2", 2, N(2147483647, -2147483648.0));
+	/* float32: the running sum in double, each element rounded once */
+	check_op_attr("CumSum f32 rounding", "CumSum", "[{'name':'axis','value':0}]", 1, DT(f),
+	              DT("3"), IN(N(16777216, 1, 1)), f, "3", 3, N(16777216, 16777216, 16777218));
+
+	/* x = arange(16) - 5 as [1,1,4,4] NCHW */
+	const double *x = N(-5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+#define POOL(t, k, s, p, r) \
+	"[{'name':'pool_type','value':'" t "'},{'name':'kernel_size','value':" k "}," \
+	"{'name':'strides','value':" s "},{'name':'pad','value':" p "}," \
+	"{'name':'round_mode','value':" r "},{'name':'data_layout','value':'NCHW'}]"
+	check_op_attr("Pool2D max 2x2/2", "Pool2D", POOL("max", "[2,2]", "[2,2]", "0", "0"), 1,
+	              DT(f), DT("1,1,4,4"), IN(x), f, "1,1,2,2", 4, N(0, 2, 8, 10));
+	check_op_attr("Pool2D avg 2x2/2", "Pool2D", POOL("avg", "[2,2]", "2", "[0,0,0,0]", "0"), 1,
+	              DT(f), DT("1,1,4,4"), IN(x), f, "1,1,2,2", 4, N(-2.5, -0.5, 5.5, 7.5));
+	check_op_attr("Pool2D avg 3x3/2 pad 1 counts the padding", "Pool2D",
+	              POOL("avg", "3", "2", "[1,1,1,1]", "false"), 1, DT(f), DT("1,1,4,4"), IN(x),
+	              f, "1,1,2,2", 4, N(-10.0 / 9, -6.0 / 9, 21.0 / 9, 5));
+	check_op_attr("Pool2D max 3x3/2 pad 1 ignores the padding", "Pool2D",
+	              POOL("max", "3", "2", "1", "0"), 1, DT(f), DT("1,1,4,4"), IN(x), f,
+	              "1,1,2,2", 4, N(0, 2, 8, 10));
+	check_op_attr("Pool2D max all-negative window next to padding", "Pool2D",
+	              POOL("max", "2", "1", "[1,1,0,0]", "0"), 1, DT(f), DT("1,1,2,2"),
+	              IN(N(-4, -3, -2, -1)), f, "1,1,2,2", 4, N(-4, -3, -2, -1));
+	const double *y = N(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
+	check_op_attr("Pool2D avg ceil mode: the overhang does not count", "Pool2D",
+	              POOL("avg", "2", "2", "0", "'ceil'"), 1, DT(f), DT("1,1,3,5"), IN(y), f,
+	              "1,1,2,3", 6, N(3, 5, 6.5, 10.5, 12.5, 14));
+	check_op_attr("Pool2D max ceil mode", "Pool2D", POOL("max", "2", "2", "0", "true"), 1,
+	              DT(f), DT("1,1,3,5"), IN(y), f, "1,1,2,3", 6, N(6, 8, 9, 11, 13, 14));
+	check_op_attr("Pool2D avg pads (t, l, b, r) = (1, 0, 0, 1)", "Pool2D",
+	              POOL("avg", "2", "1", "[1,0,0,1]", "0"), 1, DT(f), DT("1,1,3,5"), IN(y), f,
+	              "1,1,3,5", 15,
+	              N(0.25, 0.75, 1.25, 1.75, 1, 3, 4, 5, 6, 3.25, 8, 9, 10, 11, 5.75));
+#undef POOL
+	const double *z = N(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
+	check_op_attr("Pool2D global avg NHWC", "Pool2D",
+	              "[{'name':'pool_type','value':'avg'},{'name':'global','value':true},"
+	              "{'name':'data_layout','value':'NHWC'}]",
+	              1, DT(f), DT("1,2,2,3"), IN(z), f, "1,1,1,3", 3, N(4.5, 5.5, 6.5));
+	check_op_attr("Pool2D global max NHWC", "Pool2D",
+	              "[{'name':'pool_type','value':'max'},{'name':'global','value':true},"
+	              "{'name':'data_layout','value':'NHWC'}]",
+	              1, DT(f), DT("1,2,2,3"), IN(z), f, "1,1,1,3", 3, N(9, 10, 11));
+}
+
 static void
 layout_ops(void)
 {
@@ -1003,6 +1090,34 @@ static const char *const struct_graphs[] = {
               "{'name':'groups','value':2},{'name':'format','value':'NCHW'}]",
               TDF("x", "float32", "1,4,7,7", "NCHW"), TDF("w", "float32", "6,2,2,2", "NCHW"),
               TDF("y", "float32", "1,6,5,5", "NCHW"))),
+    /* Argmax over axis 0 of a computed value (materialised once), and
+     * Argmin of the last axis: both outputs */
+    GRAPH("[" F32("x", "37,70") "]", TD("a", "int32", "70") "," TD("b", "int64", "37"),
+          OP1("Exp", "null", F32("x", "37,70"), F32("e", "37,70")) "," OP1(
+              "Argmax", "[{'name':'axis','value':0}]", F32("e", "37,70"),
+              TD("a", "int32", "70")) "," OP1("Argmin", "[{'name':'axis','value':-1}]",
+                                              F32("x", "37,70"), TD("b", "int64", "37"))),
+    /* CumSum over an outer axis, reversed; CumProd exclusive on the last */
+    GRAPH("[" F32("x", "9,33,5") "]", F32("c", "9,33,5") "," F32("p", "9,33,5"),
+          OP1("CumSum", "[{'name':'axis','value':1},{'name':'reverse','value':true}]",
+              F32("x", "9,33,5"), F32("c", "9,33,5")) "," OP1("CumProd",
+                                                               "[{'name':'axis','value':2},"
+                                                               "{'name':'exclusive','value':true}]",
+                                                               F32("x", "9,33,5"),
+                                                               F32("p", "9,33,5"))),
+    /* Pool2D avg NHWC 3x3/2 with pads, ceil mode; max NCHW 2x2/1 */
+    GRAPH("[" F32("x", "2,9,10,16") "]", F32("a", "2,5,5,16") "," F32("m", "2,9,9,15"),
+          OP1("Pool2D",
+              "[{'name':'pool_type','value':'avg'},{'name':'data_layout','value':'NHWC'},"
+              "{'name':'kernel_size','value':[3,3]},{'name':'strides','value':[2,2]},"
+              "{'name':'pad','value':[1,1,1,0]},{'name':'round_mode','value':1}]",
+              F32("x", "2,9,10,16"), F32("a", "2,5,5,16")) "," OP1("Pool2D",
+                                                                   "[{'name':'pool_type','value':'max'},"
+                                                                   "{'name':'data_layout','value':'NCHW'},"
+                                                                   "{'name':'kernel_size','value':2},"
+                                                                   "{'name':'strides','value':1}]",
+                                                                   F32("x", "2,9,10,16"),
+                                                                   F32("m", "2,9,9,15"))),
 };
 
 static void
@@ -1058,7 +1173,9 @@ kernels(void)
 	}
 	static const char *const names[] = {"softmax",     "layernorm",  "matmul+bias",
 	                                    "batchmatmul", "layout mix", "gather/onehot/assign",
-	                                    "conv2d nhwc", "conv2d nchw groups"};
+	                                    "conv2d nhwc", "conv2d nchw groups",
+	                                    "argmax/argmin", "cumsum/cumprod",
+	                                    "pool2d avg/max"};
 	for (size_t i = 0; i < sizeof struct_graphs / sizeof struct_graphs[0]; i++) {
 		char *j = strdup(struct_graphs[i]);
 		for (char *q = j; *q; q++)
@@ -1136,6 +1253,7 @@ main(void)
 	t_sub("layout ops", layout_ops);
 	t_sub("concat, assign, matmul", concat_assign_matmul);
 	t_sub("ties", ties);
+	t_sub("argmax, cumsum, pool2d", ops_b);
 	t_sub("kernels", kernels);
 	t_sub("corpus", corpus);
 	return t_done();

@@ -190,7 +190,7 @@ test_ops(void)
 {
 	cJSON *d;
 	KcErr err = {0};
-	d = base(), jset(d, "/op_desc/0/name", "'Pool2D'");
+	d = base(), jset(d, "/op_desc/0/name", "'UnsortedSegmentSum'");
 	OK(parse_doc(d, NULL, &err) == KC_UNSUPPORTED_OP &&
 	   strcmp(err.where, "/op_desc/0/name") == 0 && strstr(err.msg, "not supported yet"));
 	cJSON_Delete(d);
@@ -224,11 +224,11 @@ test_ops(void)
 	/* an unsupported op later in the file is reported before other errors */
 	d = base();
 	jset(d, "/op_desc/0/input_desc/0/0/tensor_name", "'nope'");
-	jset(d, "/op_desc/1/name", "'Pool2D'");
+	jset(d, "/op_desc/1/name", "'UnsortedSegmentSum'");
 	expect(d, KC_UNSUPPORTED_OP, "/op_desc/1/name", "unsupported op first");
 	d = base(), jset(d, "/op_desc/0/output_desc/1",
 	                 "{'data_type':'float32','shape':[16,768],'tensor_name':'x'}");
-	expect(d, KC_BAD_GRAPH, "/op_desc/0/output_desc", "two outputs");
+	expect(d, KC_UNSUPPORTED, "/op_desc/0/output_desc/1", "two outputs");
 }
 
 static void
@@ -746,6 +746,105 @@ test_reduce_layout(void)
 	expect(d, KC_UNSUPPORTED_DTYPE, "/op_desc/0/input_desc", "Conv2D: mixed dtypes");
 }
 
+/* Argmax/Argmin, CumSum/CumProd, Pool2D; multi-output op_desc entries. */
+static void
+test_ops_b(void)
+{
+	cJSON *d;
+	d = one_op("Argmax", "4,6", "4", "[{'name':'axis','value':1}]");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
+	jset(d, "/output_desc/0/data_type", "'int32'");
+	expect(d, KC_OK, NULL, "Argmax int32");
+	d = one_op("Argmin", "4,6", "6", "[{'name':'axis','value':[-2]},"
+	                                 "{'name':'output_type','value':'int64'}]");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int64'");
+	jset(d, "/output_desc/0/data_type", "'int64'");
+	expect(d, KC_OK, NULL, "Argmin int64, list axis, output_type");
+	d = one_op("ArgMax", "4,6", "4", "null");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
+	jset(d, "/output_desc/0/data_type", "'int32'");
+	expect(d, KC_OK, NULL, "ArgMax spelling, default axis -1");
+	d = one_op("Argmax", "4,6", "4", "[{'name':'axis','value':2}]");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
+	jset(d, "/output_desc/0/data_type", "'int32'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "Argmax axis out of range");
+	expect(one_op("Argmax", "4,6", "4", "null"), KC_UNSUPPORTED_DTYPE, "/op_desc/0/input_desc",
+	       "Argmax to float32");
+	d = one_op("Argmax", "4,6", "4", "[{'name':'output_type','value':'int64'}]");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
+	jset(d, "/output_desc/0/data_type", "'int32'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "output_type disagrees");
+	d = one_op("Argmax", "4,6", "6", "[{'name':'axis','value':1}]");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
+	jset(d, "/output_desc/0/data_type", "'int32'");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Argmax drops the axis");
+	d = one_op("Argmax", "4,6", "4", "[{'name':'axis','value':1}]");
+	jset(d, "/op_desc/0/input_desc/1", "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
+	jset(d, "/output_desc/0/data_type", "'int32'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0", "Argmax with a second tensor input");
+
+	expect(one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':-1},"
+	                                      "{'name':'exclusive','value':true},"
+	                                      "{'name':'reverse','value':false}]"),
+	       KC_OK, NULL, "CumSum");
+	d = one_op("CumProd", "4,6", "4,6", "null");
+	jset(d, "/op_desc/0/input_desc/1",
+	     "[{'data_type':'int64','shape':[1],'tensor_name':'t','value':0}]");
+	expect(d, KC_OK, NULL, "CumProd v2 axis input");
+	expect(one_op("CumSum", "4,6", "4,6", "null"), KC_BAD_GRAPH, "/op_desc/0/input_desc",
+	       "CumSum without an axis");
+	expect(one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':-3}]"), KC_BAD_GRAPH,
+	       "/op_desc/0/attr/0/value", "CumSum axis out of range");
+	expect(one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':0},"
+	                                      "{'name':'reverse','value':'yes'}]"),
+	       KC_BAD_GRAPH, "/op_desc/0/attr/1/value", "reverse not a bool");
+	d = one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':0}]");
+	jset(d, "/op_desc/0/input_desc/1", "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
+	jset(d, "/op_desc/0/input_desc/2", "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "CumSum with three inputs");
+
+#define PL(x) "[{'name':'pool_type','value':'max'},{'name':'kernel_size','value':[3,3]}," \
+	      "{'name':'strides','value':[2,2]},{'name':'data_layout','value':'NCHW'}" x "]"
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,4,4", PL("")), KC_OK, NULL, "Pool2D max");
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,5,5", PL(",{'name':'pad','value':[1,1,1,1]}")),
+	       KC_OK, NULL, "Pool2D pads");
+	expect(one_op("Pool2D", "1,2,8,8", "1,2,4,4", PL(",{'name':'round_mode','value':'ceil'}")),
+	       KC_OK, NULL, "Pool2D ceil");
+	expect(one_op("Pool2D", "1,2,8,8", "1,2,3,3", PL(",{'name':'round_mode','value':0}")),
+	       KC_OK, NULL, "Pool2D floor");
+	expect(one_op("Pool2D", "1,2,8,8", "1,2,4,4", PL("")), KC_BAD_SHAPE,
+	       "/op_desc/0/output_desc/0/shape", "Pool2D shape disagrees");
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,5,5", PL(",{'name':'pad','value':[3,0,0,0]}")),
+	       KC_UNSUPPORTED, "/op_desc/0/input_desc", "Pool2D pad >= kernel");
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,4,4", PL(",{'name':'pad','value':[1,1]}")),
+	       KC_BAD_GRAPH, "/op_desc/0/attr/4/value", "Pool2D two pads");
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,4,4", PL(",{'name':'data_layout','value':'NC1HWC0'}")),
+	       KC_UNSUPPORTED, "/op_desc/0/attr/4/value", "Pool2D layout");
+	expect(one_op("Pool2D", "2,9,9", "2,4,4", PL("")), KC_BAD_SHAPE, "/op_desc/0/input_desc",
+	       "Pool2D rank 3");
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,1,1",
+	              "[{'name':'pool_type','value':'avg'},{'name':'global','value':true}]"),
+	       KC_OK, NULL, "Pool2D global avg");
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,1,1", "[{'name':'pool_type','value':'sum'}]"),
+	       KC_BAD_GRAPH, "/op_desc/0/attr/0/value", "Pool2D pool_type");
+	expect(one_op("Pool2D", "1,2,9,9", "1,2,4,4", "[{'name':'pool_type','value':'max'}]"),
+	       KC_BAD_GRAPH, "/op_desc/0/input_desc", "Pool2D without kernel_size");
+#undef PL
+
+	/* multi-output (tuple) ops: refused clearly, at the second output */
+	d = one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':0}]");
+	jset(d, "/op_desc/0/output_desc/1",
+	     "{'data_type':'float32','shape':[4,6],'tensor_name':'b2'}");
+	expect(d, KC_UNSUPPORTED, "/op_desc/0/output_desc/1", "two outputs");
+	d = one_op("Abs", "4,6", "4,6", "null");
+	jset(d, "/op_desc/0/name", "'TupleGetItem'");
+	expect(d, KC_UNSUPPORTED_OP, "/op_desc/0/name", "TupleGetItem");
+	d = one_op("Abs", "4,6", "4,6", "null");
+	jset(d, "/op_desc/0/name", "'tuple_getitem'");
+	expect(d, KC_UNSUPPORTED_OP, "/op_desc/0/name", "tuple_getitem");
+}
+
 static const char assign_json[] =
     "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'p'}],"
     "[{'data_type':'float32','shape':[4],'tensor_name':'g'}]],"
@@ -972,6 +1071,7 @@ main(void)
 	t_sub("layout attrs", test_layout_attrs);
 	t_sub("reductions and layout ops", test_reduce_layout);
 	t_sub("in-place writes", test_assign);
+	t_sub("argmax, cumsum, pool2d, multi-output", test_ops_b);
 	t_sub("corpus", test_corpus);
 	return t_done();
 }
