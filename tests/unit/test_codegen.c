@@ -2097,11 +2097,11 @@ done:
 static void
 reduction_templates(void)
 {
-	static const int shapes[][2] = {{1536, 128}, {67, 33}, {64, 1}, {100, 7}, {3, 1001}};
+	static const int shapes[][2] = {{1536, 128}, {67, 33}, {64, 1}, {100, 7}, {3, 1001}, {1, 300}};
 	const char *fused[] = {"fused rows with s1..s2 at 1 loop", "local float32[1] (m)",
 	                       "local float32[1] (s)", NULL};
 	const char *unfused[] = {"fused", "local", NULL};
-	for (int si = 0; si < 5; si++) {
+	for (int si = 0; si < 6; si++) {
 		int R = shapes[si][0], Cn = shapes[si][1];
 		for (int keep = 0; keep < 2; keep++) {
 			char sh[32], sh1[32], ax[160], lbl[64];
