@@ -4,7 +4,8 @@
  *     lower        lower.c     graph -> loop nest: injective stages, inlined
  *                              DAG per output group, dims merged
  *     verify       lower.c     indices in bounds, vars bound, dtypes agree
- *     schedule     sched.c     vectorize / unroll / parallel annotations
+ *     schedule     sched.c     vectorize / unroll / parallel annotations;
+ *                  fuse.c      transpose tiles, rfactor, row fusion
  *     verify       lower.c
  *     emit-llvm    emit_llvm.c loop nest -> LLVM module (kcs-cpu-v1 entry)
  *     optimize     objcode.c   verify, default<O3>, verify

@@ -25,6 +25,7 @@ typedef struct Em {
 	 * finished C element) instead of reading memory */
 	int tile_buf;
 	LLVMValueRef tile_val;
+	int group; /* index of the fused row group's lead being emitted, -1 */
 	KcErr *err;
 } Em;
 

@@ -12,6 +12,9 @@
  * that copies args into a closure on its stack and, stage after stage,
  * calls rt->parallel_for(ctx, task_s, closure, ntasks) (or task_s inline
  * when rt is NULL or ntasks is 1), returning the first non-zero result.
+ * A fused group (fuse.c) is one region: its lead's body runs the shared
+ * loops and, inside them, every member's remaining loops in turn; `local`
+ * buffers are allocas in that body, never allocated by the entry.
  *
  * Values are computed in a "compute type": bool i1, integers iN, float16,
  * bfloat16 and float32 in float, float64 in double. float16/bfloat16
@@ -723,6 +726,27 @@ entry_alloca(Em *E, LLVMTypeRef t)
 	return a;
 }
 
+static bool emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi);
+
+/* Inside the shared loops of a fused group (fuse.c) led by lead: each
+ * member's remaining loops in turn, its shared loop vars bound to the
+ * lead's. */
+static bool
+emit_group_rows(Em *E, const LnStage *lead, LLVMValueRef lo, LLVMValueRef hi)
+{
+	int g = E->group;
+	E->group = -1;
+	for (int k = 0; k < lead->fuse_count; k++) {
+		const LnStage *st = lead + k;
+		for (int l = 0; l < lead->fuse_outer; l++)
+			E->var[st->loops[l].var] = E->var[lead->loops[l].var];
+		if (!emit_loops(E, st, lead->fuse_outer, lo, hi))
+			return false;
+	}
+	E->group = g;
+	return true;
+}
+
 /* Emits loops[level..] around the stores; the parallel loop runs [lo, hi).
  * In a reduction stage, the accumulator is set to the identity before the
  * first reduction loop, combined in the innermost body and stored after
@@ -734,6 +758,9 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	LLVMBasicBlockRef pre, header, exit;
 	LLVMValueRef start, end, phi, next, br;
 
+	if (E->group >= 0 && st == &E->ln->stages[E->group] && level == st->fuse_outer &&
+	    E->body == EB_STORES)
+		return emit_group_rows(E, st, lo, hi);
 	if (level == st->nloops) { /* every innermost body: the math call width */
 		const LnLoop *in = level ? &st->loops[level - 1] : NULL;
 		E->vw = in && (in->kind & LNL_VECTORIZED) && in->width > 1 ? in->width : 1;
@@ -794,6 +821,8 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 		LLVMValueRef r = LLVMBuildLoad2(E->b, at, acc, "");
 		if (at != ctype(E, dt))
 			r = LLVMBuildFPTrunc(E->b, r, ctype(E, dt), "");
+		if (E->ln->bufs[sto->buf].dtype != dt) /* rfactor's combine: acc dtype */
+			r = cast(E, r, dt, E->ln->bufs[sto->buf].dtype);
 		emit_store(E, sto->buf, sto->idx, r);
 		return true;
 	}
@@ -884,8 +913,21 @@ emit_body(Em *E, const LnStage *st, const char *symbol)
 	}
 	E->fn = fn;
 	LLVMPositionBuilderAtEnd(E->b, LLVMAppendBasicBlockInContext(E->ctx, fn, "entry"));
+	for (int i = 0; i < nb; i++) { /* a fused group's row blocks: the stack */
+		const LnBuf *lb = &E->ln->bufs[i];
+		if (!lb->local)
+			continue;
+		E->bufp[i] = LLVMBuildArrayAlloca(
+		    E->b, stype(E, lb->dtype),
+		    LLVMConstInt(E->i64, (unsigned long long)(lb->numel ? lb->numel : 1), 0),
+		    "row");
+		LLVMSetAlignment(E->bufp[i], WS_ALIGN);
+	}
 	LLVMValueRef lo = LLVMGetParam(fn, (unsigned)nb), hi = LLVMGetParam(fn, (unsigned)nb + 1);
-	if (st->gemm ? !emit_gemm(E, st, lo, hi) : !emit_loops(E, st, 0, lo, hi))
+	E->group = st->fuse_count > 1 ? (int)(st - E->ln->stages) : -1;
+	bool ok = st->gemm ? emit_gemm(E, st, lo, hi) : emit_loops(E, st, 0, lo, hi);
+	E->group = -1;
+	if (!ok)
 		return NULL;
 	LLVMBuildRetVoid(E->b);
 	return fn;
@@ -935,7 +977,8 @@ emit_task(Em *E, const LnStage *st, LLVMValueRef body, const char *symbol)
 	LLVMValueRef t1 = LLVMBuildAdd(b, t, LLVMConstInt(E->i64, 1, 0), "");
 	LLVMValueRef lo = LLVMBuildSDiv(b, LLVMBuildMul(b, t, E0, ""), n, "");
 	LLVMValueRef hi = LLVMBuildSDiv(b, LLVMBuildMul(b, t1, E0, ""), n, "");
-	if (p == st->nloops - 1 && !st->gemm) { /* keep task boundaries vector-aligned */
+	/* keep task boundaries vector-aligned */
+	if (p == st->nloops - 1 && !st->gemm && st->fuse_count <= 1) {
 		LLVMValueRef mask = LLVMConstInt(E->i64, ~(unsigned long long)(CHUNK_ALIGN - 1), 1);
 		lo = LLVMBuildAnd(b, lo, mask, "");
 		hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, t1, n, ""), E0,
@@ -1028,6 +1071,7 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	E->ctx = LLVMGetModuleContext(mod);
 	E->err = err;
 	E->tile_buf = -1;
+	E->group = -1;
 	E->b = LLVMCreateBuilderInContext(E->ctx);
 	E->i1 = LLVMInt1TypeInContext(E->ctx);
 	E->i8 = LLVMInt8TypeInContext(E->ctx);
@@ -1057,9 +1101,10 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 		bool empty = false;
 		for (int l = 0; l < sg->nloops; l++)
 			empty |= sg->loops[l].extent == 0;
-		if (empty || sg->fused_into >= 0) { /* zero elements: no code (inner
-			                                    * loops assume trips); a fused
-			                                    * epilogue runs in its GEMM */
+		/* zero elements: no code (inner loops assume trips); a fused GEMM
+		 * epilogue runs in its GEMM; a fused row-group member in its
+		 * lead's body */
+		if (empty || sg->fused_into >= 0 || sg->fused) {
 			tasks[s] = NULL;
 			continue;
 		}
@@ -1092,7 +1137,7 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 		LLVMValueRef p, idx;
 		if (ln->bufs[i].arg < 0) { /* a workspace: allocated below */
 			p = LLVMConstNull(E->ptr);
-			nws++;
+			nws += !ln->bufs[i].local;
 		} else {
 			idx = LLVMConstInt(E->i64, (unsigned long long)ln->bufs[i].arg, 0);
 			p = LLVMBuildLoad2(b, E->ptr,
@@ -1130,7 +1175,7 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 		wsa_ty = LLVMGlobalGetValueType(ws_alloc);
 		wsf_ty = LLVMGlobalGetValueType(ws_free);
 		for (int i = 0; i < ln->nbufs; i++) {
-			if (ln->bufs[i].arg >= 0)
+			if (ln->bufs[i].arg >= 0 || ln->bufs[i].local)
 				continue;
 			uint64_t bytes = (uint64_t)ln->bufs[i].numel *
 			                 (uint64_t)kc_dtype_info[ln->bufs[i].dtype].bytes;
@@ -1154,9 +1199,13 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	LLVMTypeRef pf_ty = LLVMFunctionType(E->i32, pf_args, 4, 0);
 	for (int s = 0; s < ln->nstages; s++) {
 		const LnStage *sg = &ln->stages[s];
-		int64_t total = 1, maxt;
-		for (int l = 0; l < sg->nloops; l++)
-			total *= sg->loops[l].extent;
+		int64_t total = 0, maxt;
+		for (int k = 0; k < (sg->fuse_count > 1 ? sg->fuse_count : 1); k++) {
+			int64_t n = 1;
+			for (int l = 0; l < sg[k].nloops; l++)
+				n *= sg[k].loops[l].extent;
+			total += n;
+		}
 		if (total == 0 || !tasks[s])
 			continue;
 		maxt = total / (sg->grain > 0 ? sg->grain : 1);
@@ -1201,7 +1250,7 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	LLVMBuildBr(b, cleanup);
 	LLVMPositionBuilderAtEnd(b, cleanup);
 	for (int i = 0; i < ln->nbufs && nws > 0; i++) {
-		if (ln->bufs[i].arg >= 0)
+		if (ln->bufs[i].arg >= 0 || ln->bufs[i].local)
 			continue;
 		LLVMValueRef idx = LLVMConstInt(E->i64, (unsigned long long)i, 0);
 		LLVMValueRef a[2] = {

@@ -68,6 +68,9 @@ typedef struct LnBuf {
 	int arg;        /* index into the kernel's args array; -1 = workspace */
 	bool is_output; /* a kernel output */
 	bool inplace;   /* a kernel input written by Assign/InplaceAssign */
+	bool local;     /* a per-row intermediate of a fused group (fuse.c):
+	                 * numel elements on the body function's stack, not
+	                 * allocated by the entry */
 } LnBuf;
 
 /* Loop annotations are flags: a single flat loop can be both split among
@@ -155,6 +158,17 @@ typedef struct LnStage {
 	                * no stores (see LnGemm) */
 	int fused_into; /* >= 0: this injective stage is the epilogue of that
 	                 * GEMM stage and is emitted inside it; -1 otherwise */
+	/* Row fusion (fuse.c, a schedule decision): the lead of a group has
+	 * fuse_count > 1; it and the fuse_count - 1 stages after it (fused)
+	 * run in ONE parallel region over their first fuse_outer loops, which
+	 * all of them share (spatial, same extents): per outer index, each
+	 * stage's remaining loops in turn. Only the lead's shared loops may be
+	 * parallel. fuse_count 0 or 1: a region of its own. */
+	int fuse_count;
+	int fuse_outer;
+	bool fused;     /* a non-lead member of a group */
+	bool fuse_rows; /* knob: may join a group */
+	int rfactor;    /* knob: 0 auto, 1 off, n >= 2 partials (fuse.c) */
 } LnStage;
 
 /* The first reduction loop of a stage (nloops when injective). */
@@ -192,6 +206,9 @@ typedef struct KcKnobs {
 	int vregs;              /* not a knob: the target's vector registers */
 	int64_t mc, nc, kc;     /* cache blocking */
 	bool fuse_epilogue;     /* run the elementwise consumer on the tile */
+	bool fuse_rows;         /* row fusion of stages (fuse.c); default on */
+	int rfactor;            /* partials of a full reduction: 0 auto, 1 off, 2..1024 */
+	int tile;               /* transpose tile: 0 auto, 1 off, 4..256 power of two */
 } KcKnobs;
 
 struct KcSchedule {
@@ -246,6 +263,24 @@ void gemm_fuse_epilogues(LoopNest *ln, const KcSchedule *s);
 KcStatus gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err);
 /* Bytes of stack a GEMM task uses (its packed B block and tile). */
 int64_t gemm_stack_bytes(const LnGemm *G);
+/* Exported for the schedule passes (fuse.c): a fresh expression node, a
+ * load of buf[idx], e converted to dt, a new workspace, the accumulator
+ * dtype of a reduction combining with red_op into dt. */
+LnExpr *ln_expr_new(LoopNest *ln, LnExprKind kind, KcDtype dt);
+LnExpr *ln_expr_load(LoopNest *ln, int buf, LnIdx *idx);
+LnExpr *ln_expr_coerce(LoopNest *ln, LnExpr *e, KcDtype dt);
+int ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
+KcDtype ln_acc_dtype(IrOp red_op, KcDtype dt);
+
+/* ---- fuse.c: schedule transforms across loops and stages ------------------ */
+/* Tile a transpose-like injective stage (its innermost store loop reads
+ * with a large stride) into tile x tile blocks; tile 0 = auto, 1 = off. */
+void sched_tile(LoopNest *ln, LnStage *st, int tile);
+/* Split full reductions (too little spatial work) into partials + combine
+ * (rfactor); annotates the stages it makes. */
+KcStatus sched_rfactor(LoopNest *ln, KcErr *err);
+/* Group consecutive stages that share their outer loops into one region. */
+KcStatus sched_fuse_rows(LoopNest *ln, KcErr *err);
 
 /* ---- print.c: textual dumps ------------------------------------------------ */
 void ln_print(const LoopNest *ln, KcBuf *out);

@@ -1857,6 +1857,45 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 	return KC_OK;
 }
 
+/* ---- for the schedule passes (fuse.c) ------------------------------------- */
+
+LnExpr *
+ln_expr_new(LoopNest *ln, LnExprKind kind, KcDtype dt)
+{
+	return expr_new(ln, kind, dt);
+}
+
+LnExpr *
+ln_expr_load(LoopNest *ln, int buf, LnIdx *idx)
+{
+	LnExpr *e = expr_new(ln, LNE_LOAD, ln->bufs[buf].dtype);
+	e->buf = buf;
+	e->idx = idx;
+	return e;
+}
+
+LnExpr *
+ln_expr_coerce(LoopNest *ln, LnExpr *e, KcDtype dt)
+{
+	return coerce(ln, e, dt);
+}
+
+/* A new workspace; bufs was sized by ln_lower, so it grows here. */
+int
+ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel)
+{
+	LnBuf *nb = ARENA_ARRAY(ln->arena, LnBuf, ln->nbufs + 1);
+	memcpy(nb, ln->bufs, sizeof(LnBuf) * (size_t)ln->nbufs);
+	ln->bufs = nb;
+	return workspace_raw(ln, name, dt, numel);
+}
+
+KcDtype
+ln_acc_dtype(IrOp red_op, KcDtype dt)
+{
+	return acc_dtype(red_op, dt);
+}
+
 /* ---- verification ---------------------------------------------------------- */
 
 static bool
@@ -1920,6 +1959,34 @@ verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *
 	return KC_OK;
 }
 
+/* A fused group led by stage s (fuse.c): members follow it, share its
+ * first fuse_outer loops (spatial, same extents), and only the lead's
+ * shared loops may be parallel. True when malformed. */
+static bool
+verify_group(const LoopNest *ln, int s)
+{
+	const LnStage *lead = &ln->stages[s];
+	int P = lead->fuse_outer;
+
+	if (s + lead->fuse_count > ln->nstages || P < 1 || lead->fused)
+		return true;
+	for (int k = 0; k < lead->fuse_count; k++) {
+		const LnStage *st = &ln->stages[s + k];
+		if ((k > 0) != st->fused || st->fuse_outer != P || st->nloops < P ||
+		    st->ninner > 0 || (k > 0 && st->fuse_count > 1))
+			return true;
+		for (int l = 0; l < st->nloops; l++) {
+			bool par = (st->loops[l].kind & LNL_PARALLEL) != 0;
+			if (l < P && (!ln_loop_spatial(st, l) ||
+			              st->loops[l].extent != lead->loops[l].extent))
+				return true;
+			if (par && (k > 0 || l >= P))
+				return true;
+		}
+	}
+	return false;
+}
+
 KcStatus
 ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 {
@@ -1940,6 +2007,8 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 		     ln->bufs[st->accbuf].arg >= 0 ||
 		     ln->bufs[st->accbuf].numel < ln->bufs[st->stores[0].buf].numel))
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d: bad accumulator", s);
+		if (st->fuse_count > 1 && verify_group(ln, s))
+			return kc_fail(err, KC_CODEGEN, pass, "stage %d: malformed fused group", s);
 		memset(bound, 0, sizeof(bool) * (size_t)ln->nvars);
 		if (st->nloops < 1 || st->nloops > LN_MAX_LOOPS)
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d has %d loops", s,
@@ -1971,7 +2040,8 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 			if (!b || !(b->is_output || b->arg < 0 || b->inplace))
 				return kc_fail(err, KC_CODEGEN, pass, "store to bad buffer %d",
 				               sto->buf);
-			if (sto->value->dtype != b->dtype)
+			if (sto->value->dtype != b->dtype &&
+			    !(st->nred > 0 && sto->value->dtype == acc_dtype(st->red_op, b->dtype)))
 				return kc_fail(err, KC_CODEGEN, pass, "store dtype mismatch on %d",
 				               sto->buf);
 			if (!idx_vars_bound(sto->idx, bound))

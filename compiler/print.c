@@ -7,7 +7,11 @@
  *       %5 = Add %3, %4 : float32
  *       b2[v2] = %5
  *
- * A workspace prints as "buffer b3 workspace float32[32]"; a reduction
+ * A workspace prints as "buffer b3 workspace float32[32]", a fused
+ * group's row block as "buffer b3 local float32[1]"; the lead of a fused
+ * group says "fused rows with s1..s2 at 1 loop" and its members "fused into
+ * the region above" (their shared loops print again, unannotated); a
+ * reduction
  * stage marks its reduction loops and its store:
  *   stage s0 (grain 16384) reduce Maximum over 1 loop:
  *     for v0 in 0..32 parallel:
@@ -96,7 +100,10 @@ ln_print(const LoopNest *ln, KcBuf *out)
 
 	for (int i = 0; i < ln->nbufs; i++) {
 		const LnBuf *b = &ln->bufs[i];
-		if (b->arg < 0)
+		if (b->local)
+			kc_buf_printf(out, "buffer b%d local %s[%lld] (%s)\n", i,
+			              kc_dtype_info[b->dtype].name, (long long)b->numel, b->name);
+		else if (b->arg < 0)
 			kc_buf_printf(out, "buffer b%d workspace %s[%lld] (%s)\n", i,
 			              kc_dtype_info[b->dtype].name, (long long)b->numel, b->name);
 		else
@@ -138,6 +145,13 @@ ln_print(const LoopNest *ln, KcBuf *out)
 			              st->nred, st->nred > 1 ? "s" : "");
 		if (st->nred > 0 && st->ninner > 0)
 			kc_buf_printf(out, " (accumulator b%d)", st->accbuf);
+		if (st->fuse_count > 1)
+			kc_buf_printf(out, " fused rows with %s..%s at %d loop%s", st[1].name,
+			              st[st->fuse_count - 1].name, st->fuse_outer,
+			              st->fuse_outer > 1 ? "s" : "");
+		if (st->fused)
+			kc_buf_printf(out, " fused into the region above at %d loop%s",
+			              st->fuse_outer, st->fuse_outer > 1 ? "s" : "");
 		kc_buf_puts(out, ":\n");
 		for (int l = 0; l < st->nloops; l++) {
 			const LnLoop *lp = &st->loops[l];

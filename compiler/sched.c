@@ -12,6 +12,27 @@
  *   unroll          interleave count of the innermost loop (1..16)
  *   parallel_grain  minimum elements per parallel task (1..2^40); at run
  *                   time ntasks = clamp(work / grain, 1, threads)
+ *   fuse_rows       (bool, default true) row fusion, fuse.c: consecutive
+ *                   stages sharing their outer spatial loops, each reading
+ *                   what the group wrote only for the same outer index,
+ *                   run in one parallel region over those loops (a softmax
+ *                   or layernorm: one pass per row, the row max/sum in
+ *                   registers); needs a shared loop of >= 64 iterations
+ *   rfactor         (0..1024, default 0 = auto) a reduction with under 64
+ *                   spatial points and >= 2^16 reduced elements (a full
+ *                   reduction) is split into T partials (auto: the largest
+ *                   divisor <= 64 of its first reduction loop; n >= 2: the
+ *                   largest <= n) computed in parallel, then combined in a
+ *                   second region in a fixed order: results do not depend
+ *                   on the thread count; 1 = off
+ *   tile            (0 auto = 32, 1 off, 4..256) an injective stage that
+ *                   writes along its innermost loop and reads along the one
+ *                   outside it (a Transpose) runs in tile x tile blocks
+ *                   (largest power of two <= tile dividing both extents)
+ * fuse_rows, rfactor and tile are printed in the canonical JSON only when
+ * not at their defaults. Order of application: tile and the per-stage
+ * annotations, then rfactor (adds a stage after each split one, with the
+ * split stage's knobs), then row fusion over the resulting stages.
  * "stages": [{...}, ...] overrides any of them per stage, in the order
  * ln_lower makes them (materialised values such as reductions in graph
  * order, then one stage per distinct output shape, then in-place writes).
@@ -92,20 +113,38 @@ sched_default_knobs(const KcTarget *t, KcKnobs *out)
 	out->vregs = w == 16 || strncmp(t->triple, "aarch64", 7) == 0 ? 32 : 16;
 	out->mc = out->nc = out->kc = 0; /* from the shape (lower_gemm.c) */
 	out->fuse_epilogue = true;
+	out->fuse_rows = true;
+	out->rfactor = 0;
+	out->tile = 0;
 }
 
-/* The keys that sort before "unroll" (the caller adds unroll and
- * vector_width); the GEMM knobs only in the "matmul" template. */
+/* The keys that sort before "stages" (put_knobs_tail adds the rest); the
+ * GEMM knobs only in the "matmul" template; fuse_rows and rfactor only
+ * when they differ from their defaults (so records made before them keep
+ * their canonical form). */
 static void
 put_knobs(KcBuf *b, const KcKnobs *k, bool gemm)
 {
 	if (gemm)
-		kc_buf_printf(b,
-		              "\"fuse_epilogue\":%s,\"kc\":%lld,\"mc\":%lld,\"mr\":%d,"
-		              "\"nc\":%lld,\"nr_vecs\":%d,",
-		              k->fuse_epilogue ? "true" : "false", (long long)k->kc,
-		              (long long)k->mc, k->mr, (long long)k->nc, k->nr_vecs);
+		kc_buf_printf(b, "\"fuse_epilogue\":%s,", k->fuse_epilogue ? "true" : "false");
+	if (!k->fuse_rows)
+		kc_buf_puts(b, "\"fuse_rows\":false,");
+	if (gemm)
+		kc_buf_printf(b, "\"kc\":%lld,\"mc\":%lld,\"mr\":%d,\"nc\":%lld,\"nr_vecs\":%d,",
+		              (long long)k->kc, (long long)k->mc, k->mr, (long long)k->nc,
+		              k->nr_vecs);
 	kc_buf_printf(b, "\"parallel_grain\":%lld", (long long)k->parallel_grain);
+	if (k->rfactor)
+		kc_buf_printf(b, ",\"rfactor\":%d", k->rfactor);
+}
+
+/* The knobs sorted after "stages" (tile only when not the default). */
+static void
+put_knobs_tail(KcBuf *b, const KcKnobs *k)
+{
+	if (k->tile)
+		kc_buf_printf(b, ",\"tile\":%d", k->tile);
+	kc_buf_printf(b, ",\"unroll\":%d,\"vector_width\":%d}", k->unroll, k->vector_width);
 }
 
 static bool
@@ -114,7 +153,8 @@ knobs_eq(const KcKnobs *a, const KcKnobs *b)
 	return a->vector_width == b->vector_width && a->unroll == b->unroll &&
 	       a->parallel_grain == b->parallel_grain && a->mr == b->mr &&
 	       a->nr_vecs == b->nr_vecs && a->mc == b->mc && a->nc == b->nc && a->kc == b->kc &&
-	       a->fuse_epilogue == b->fuse_epilogue;
+	       a->fuse_epilogue == b->fuse_epilogue && a->fuse_rows == b->fuse_rows &&
+	       a->rfactor == b->rfactor && a->tile == b->tile;
 }
 
 /* Canonical knobs: sorted keys, compact; "stages" lists each stage's
@@ -138,13 +178,11 @@ knobs_json(Arena *a, const KcSchedule *s)
 			const KcKnobs *k = &s->stage[i];
 			kc_buf_printf(&b, "%s{", i ? "," : "");
 			put_knobs(&b, k, gemm);
-			kc_buf_printf(&b, ",\"unroll\":%d,\"vector_width\":%d}", k->unroll,
-			              k->vector_width);
+			put_knobs_tail(&b, k);
 		}
 		kc_buf_putc(&b, ']');
 	}
-	kc_buf_printf(&b, ",\"unroll\":%d,\"vector_width\":%d}", s->knobs.unroll,
-	              s->knobs.vector_width);
+	put_knobs_tail(&b, &s->knobs);
 	const char *r = arena_strdup(a, b.data);
 	kc_buf_free(&b);
 	return r;
@@ -182,6 +220,7 @@ int_knob(const cJSON *v, int64_t lo, int64_t hi, int64_t *out)
 }
 
 /* Knobs: {"vector_width": int, "unroll": int, "parallel_grain": int,
+ *         "fuse_rows": bool, "rfactor": int, "tile": int,
  *         "stages": [Knobs without "stages", ...]}
  * every key optional; `stages` (top level only) overrides the global knobs
  * per stage, in stage order, and may be shorter than the stage list. */
@@ -189,7 +228,7 @@ static KcStatus
 parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, bool gemm, const char *w, KcErr *err)
 {
 	const cJSON *it;
-	bool seen[10] = {false};
+	bool seen[13] = {false};
 	const cJSON *stages = NULL;
 
 	if (!cJSON_IsObject(o))
@@ -217,6 +256,24 @@ parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, bool gemm, const char *w,
 				return kc_fail(err, KC_BAD_SCHEDULE, w,
 				               "parallel_grain must be an integer from 1 to 2^40");
 			k->parallel_grain = v;
+		} else if (strcmp(name, "fuse_rows") == 0) {
+			key = 10;
+			if (!cJSON_IsBool(it))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "fuse_rows must be true or false");
+			k->fuse_rows = cJSON_IsTrue(it);
+		} else if (strcmp(name, "rfactor") == 0) {
+			key = 11;
+			if (!int_knob(it, 0, 1024, &v))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "rfactor must be an integer from 0 to 1024");
+			k->rfactor = (int)v;
+		} else if (strcmp(name, "tile") == 0) {
+			key = 12;
+			if (!int_knob(it, 0, 256, &v) || (v > 1 && (v < 4 || (v & (v - 1)) != 0)))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "tile must be 0, 1 or a power of two from 4 to 256");
+			k->tile = (int)v;
 		} else if (strcmp(name, "stages") == 0 && s) {
 			key = 3;
 			stages = it;
@@ -407,12 +464,17 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		               ln->nstages);
 	for (int i = 0; i < ln->nstages; i++) {
 		LnStage *st = &ln->stages[i];
-		LnLoop *in = &st->loops[st->nloops - 1];
 		const KcKnobs *k = i < s->nstages ? &s->stage[i] : &s->knobs;
+		st->fuse_rows = k->fuse_rows;
+		st->rfactor = k->rfactor;
 		if (st->gemm) {
 			gemm_block(ln, st, k);
 			continue;
 		}
+		/* (not a stage right after a GEMM: its epilogue wants its loops) */
+		if (i == 0 || !ln->stages[i - 1].gemm)
+			sched_tile(ln, st, k->tile);
+		LnLoop *in = &st->loops[st->nloops - 1];
 		in->kind |= LNL_VECTORIZED;
 		in->width = k->vector_width;
 		if (k->unroll > 1) {
@@ -423,5 +485,8 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		st->grain = k->parallel_grain;
 	}
 	gemm_fuse_epilogues(ln, s);
-	return KC_OK;
+	/* after the epilogues: rfactor inserts stages (schedule indices no
+	 * longer match ln's after it) */
+	KcStatus r = sched_rfactor(ln, err);
+	return r ? r : sched_fuse_rows(ln, err);
 }

@@ -227,7 +227,11 @@ build(K *k, const G *g, const char *name, const KcTarget *t, const char *knobs, 
 		goto done;
 	}
 	if (knobs) {
-		k->st = kc_schedule_from_json(c, gr, t, build_template, knobs, &s, &k->err);
+		/* the default "injective": the graph's own template */
+		const char *tmpl = strcmp(build_template, "injective") != 0
+		                       ? build_template
+		                       : kc_schedule_template(kc_schedule_default(c, gr, t));
+		k->st = kc_schedule_from_json(c, gr, t, tmpl, knobs, &s, &k->err);
 		if (k->st)
 			goto done;
 	} else {
@@ -1910,9 +1914,11 @@ softmax(void)
 		size_t ob = n * 4;
 		int a0 = atomic_load(&ws_allocs);
 		OKF(run2(&k, args, 1, (void **)&o2, &ob, 1), "softmax %s", sh);
-		OKF(atomic_load(&ws_allocs) - a0 == 2 && atomic_load(&ws_live) == 0,
-		    "softmax %s: 2 workspaces from rt->alloc, all freed (%d, %d live)", sh,
-		    atomic_load(&ws_allocs) - a0, atomic_load(&ws_live));
+		/* >= 64 rows: fused rows, the row max and sum are locals */
+		int want_ws = R >= 64 ? 0 : 2;
+		OKF(atomic_load(&ws_allocs) - a0 == want_ws && atomic_load(&ws_live) == 0,
+		    "softmax %s: %d workspaces from rt->alloc, all freed (%d, %d live)", sh,
+		    want_ws, atomic_load(&ws_allocs) - a0, atomic_load(&ws_live));
 		int bad = 0;
 		for (int r = 0; r < R; r++) {
 			double mx = -INFINITY, sum = 0;
@@ -2007,6 +2013,246 @@ layernorm(void)
 		OKF(bad == 0, "layernorm %s: %d bad", sh, bad);
 		free(x), free(ga), free(be), free(y1), free(m1), free(y2), free(m2);
 		unload(&k);
+	}
+}
+
+/* float32-only graph g compiled with knobs: serial and 3-thread runs agree
+ * bitwise, and both agree with the interpreter (1e-5 relative + 1e-6). The
+ * schedule dump must contain every string of want (NULL-terminated) and
+ * none of avoid. */
+static void
+check_interp(const G *g, const char *label, const char *knobs, const char *const *want,
+             const char *const *avoid)
+{
+	K k;
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *gr = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	char *json = g_json(g, "Fused_Rows");
+	void *ka[8] = {0}, *kb[8] = {0}, *ra[8] = {0};
+	int64_t ne[8];
+	int n = 0, nin = 0;
+
+	bool built = build(&k, g, "Fused_Rows", &host, knobs, true);
+	OKF(built, "%s: builds", label);
+	if (!built)
+		goto done;
+	char *sch = strstr(k.dump.data, "== schedule ==");
+	char *end = sch ? strstr(sch, "== emit-llvm ==") : NULL;
+	if (end)
+		*end = '\0'; /* the schedule dump only */
+	for (int i = 0; want && want[i]; i++)
+		OKF(sch && strstr(sch, want[i]), "%s: dump has '%s'", label, want[i]);
+	for (int i = 0; avoid && avoid[i]; i++)
+		OKF(sch && !strstr(sch, avoid[i]), "%s: dump has no '%s'", label, avoid[i]);
+	KcStatus pst = kc_parse(c, json, strlen(json), &lim, &gr, &err);
+	OK(pst == KC_OK);
+	if (pst != KC_OK)
+		goto done;
+	n = kc_graph_nargs(gr);
+	for (int i = 0; i < n; i++) {
+		KcArgInfo ai;
+		kc_graph_arg(gr, i, &ai);
+		ne[i] = 1;
+		for (int d = 0; d < ai.rank; d++)
+			ne[i] *= ai.shape[d];
+		ka[i] = calloc((size_t)ne[i] + 1, 4);
+		kb[i] = calloc((size_t)ne[i] + 1, 4);
+		ra[i] = calloc((size_t)ne[i] + 1, 4);
+		nin += !ai.is_output;
+	}
+	kc_interp_random_inputs(c, gr, 7, ra);
+	for (int i = 0; i < nin; i++) {
+		memcpy(ka[i], ra[i], (size_t)ne[i] * 4);
+		memcpy(kb[i], ra[i], (size_t)ne[i] * 4);
+	}
+	OKF(k.fn(NULL, ka, NULL) == 0 && k.fn(&pool, kb, NULL) == 0, "%s: runs", label);
+	OK(atomic_load(&ws_live) == 0);
+	KcStatus ist = kc_interp(c, gr, ra, 0, &err);
+	OKF(ist == KC_OK, "%s: interpreter", label);
+	if (ist != KC_OK)
+		goto done;
+	int bad = 0, diff = 0;
+	for (int i = nin; i < n; i++)
+		for (int64_t e = 0; e < ne[i]; e++) {
+			float x = ((float *)ka[i])[e], y = ((float *)ra[i])[e];
+			diff += memcmp((float *)ka[i] + e, (float *)kb[i] + e, 4) != 0;
+			bad += !(fabsf(x - y) <= 1e-6f + 1e-5f * fabsf(y));
+		}
+	OKF(diff == 0, "%s: serial and 3 threads bitwise equal (%d differ)", label, diff);
+	OKF(bad == 0, "%s: against the interpreter (%d bad)", label, bad);
+done:
+	for (int i = 0; i < n; i++)
+		free(ka[i]), free(kb[i]), free(ra[i]);
+	free(json);
+	compile_ctx_free(c);
+	unload(&k);
+}
+
+/* Issue 4 reduction templates: row fusion of softmax / layernorm (fused
+ * dump, locals, results with fusion on and off, odd sizes, keep_dims or
+ * not, several trailing axes), rfactor of full reductions, tiled
+ * transposes. */
+static void
+reduction_templates(void)
+{
+	static const int shapes[][2] = {{1536, 128}, {67, 33}, {64, 1}, {100, 7}, {3, 1001}, {1, 300}};
+	const char *fused[] = {"fused rows with s1..s2 at 1 loop", "local float32[1] (m)",
+	                       "local float32[1] (s)", NULL};
+	const char *unfused[] = {"fused", "local", NULL};
+	for (int si = 0; si < 6; si++) {
+		int R = shapes[si][0], Cn = shapes[si][1];
+		for (int keep = 0; keep < 2; keep++) {
+			char sh[32], sh1[32], ax[160], lbl[64];
+			snprintf(sh, sizeof sh, "%d,%d", R, Cn);
+			snprintf(sh1, sizeof sh1, keep ? "%d,1" : "%d", R);
+			snprintf(ax, sizeof ax,
+			         "[{\"name\":\"axis\",\"value\":[-1]},{\"name\":\"keep_dims\","
+			         "\"value\":%s}]",
+			         keep ? "true" : "false");
+			G g = {0};
+			g_in(&g, "x", "float32", sh);
+			g_opa(&g, "ReduceMax", ax, "m", "float32", sh1, 1, T("x", "float32", sh),
+			      NULL, NULL);
+			if (keep) {
+				g_op(&g, "Sub", "d", "float32", sh, 2, T("x", "float32", sh),
+				     T("m", "float32", sh1), NULL);
+			} else { /* [R] against [R, C]: reshape to [R, 1] first */
+				char sr[32];
+				snprintf(sr, sizeof sr, "%d,1", R);
+				g_opa(&g, "Reshape", "[{\"name\":\"shape\",\"value\":[-1,1]}]",
+				      "m1", "float32", sr, 1, T("m", "float32", sh1), NULL, NULL);
+				g_op(&g, "Sub", "d", "float32", sh, 2, T("x", "float32", sh),
+				     T("m1", "float32", sr), NULL);
+			}
+			char sk[32];
+			snprintf(sk, sizeof sk, "%d,1", R);
+			g_op(&g, "Exp", "e", "float32", sh, 1, T("d", "float32", sh), NULL, NULL);
+			g_opa(&g, "ReduceSum",
+			      "[{\"name\":\"axis\",\"value\":[-1]},"
+			      "{\"name\":\"keep_dims\",\"value\":true}]",
+			      "s", "float32", sk, 1, T("e", "float32", sh), NULL, NULL);
+			g_op(&g, "RealDiv", "y", "float32", sh, 2, T("e", "float32", sh),
+			     T("s", "float32", sk), NULL);
+			g_out(&g, "y", "float32", sh);
+			bool fuse = R >= 64;
+			snprintf(lbl, sizeof lbl, "softmax %s keep %d", sh, keep);
+			check_interp(&g, lbl, NULL, fuse ? fused : NULL, fuse ? NULL : unfused);
+			snprintf(lbl, sizeof lbl, "softmax %s keep %d unfused", sh, keep);
+			check_interp(&g, lbl, "{\"fuse_rows\":false}", NULL, unfused);
+		}
+	}
+	/* layernorm, MindSpore's structure: mean and variance are outputs too */
+	static const int ln_shapes[][2] = {{128, 768}, {65, 37}};
+	for (int si = 0; si < 2; si++) {
+		int R = ln_shapes[si][0], Cn = ln_shapes[si][1];
+		char sh[32], sh1[32], shc[32], inv[32], lbl[64];
+		snprintf(sh, sizeof sh, "%d,%d", R, Cn);
+		snprintf(sh1, sizeof sh1, "%d,1", R);
+		snprintf(shc, sizeof shc, "%d", Cn);
+		snprintf(inv, sizeof inv, "%.9g", 1.0 / Cn);
+		const char *ax = "[{\"name\":\"axis\",\"value\":[1]},{\"name\":\"keep_dims\","
+		                 "\"value\":true}]";
+		G g = {0};
+		g_in(&g, "x", "float32", sh);
+		g_in(&g, "gamma", "float32", shc);
+		g_in(&g, "beta", "float32", shc);
+		g_opa(&g, "ReduceSum", ax, "s1", "float32", sh1, 1, T("x", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Mul", "mean", "float32", sh1, 2, T("s1", "float32", sh1),
+		     C(inv, "float32"), NULL);
+		g_op(&g, "Sub", "xc", "float32", sh, 2, T("x", "float32", sh),
+		     T("mean", "float32", sh1), NULL);
+		g_op(&g, "Mul", "sq", "float32", sh, 2, T("xc", "float32", sh),
+		     T("xc", "float32", sh), NULL);
+		g_opa(&g, "ReduceSum", ax, "s2", "float32", sh1, 1, T("sq", "float32", sh), NULL,
+		      NULL);
+		g_op(&g, "Mul", "var", "float32", sh1, 2, T("s2", "float32", sh1),
+		     C(inv, "float32"), NULL);
+		g_op(&g, "Add", "ve", "float32", sh1, 2, T("var", "float32", sh1),
+		     C("1e-5", "float32"), NULL);
+		g_op(&g, "Rsqrt", "rs", "float32", sh1, 1, T("ve", "float32", sh1), NULL, NULL);
+		g_op(&g, "Mul", "xn", "float32", sh, 2, T("xc", "float32", sh),
+		     T("rs", "float32", sh1), NULL);
+		g_op(&g, "Mul", "xg", "float32", sh, 2, T("xn", "float32", sh),
+		     T("gamma", "float32", shc), NULL);
+		g_op(&g, "Add", "y", "float32", sh, 2, T("xg", "float32", sh),
+		     T("beta", "float32", shc), NULL);
+		g_out(&g, "y", "float32", sh);
+		g_out(&g, "mean", "float32", sh1);
+		g_out(&g, "var", "float32", sh1);
+		const char *want[] = {"fused rows with s1..s3 at 1 loop", "local float32[1] (s1)",
+		                      "local float32[1] (s2)", NULL};
+		snprintf(lbl, sizeof lbl, "layernorm %s", sh);
+		check_interp(&g, lbl, NULL, want, NULL);
+		snprintf(lbl, sizeof lbl, "layernorm %s unfused", sh);
+		check_interp(&g, lbl, "{\"fuse_rows\":false}", NULL, unfused);
+	}
+	/* several trailing axes, and a row-wise output feeding nothing else */
+	{
+		G g = {0};
+		const char *ax = "[{\"name\":\"axis\",\"value\":[1,2]},{\"name\":\"keep_dims\","
+		                 "\"value\":true}]";
+		g_in(&g, "x", "float32", "80,6,11");
+		g_opa(&g, "ReduceSum", ax, "s", "float32", "80,1,1", 1,
+		      T("x", "float32", "80,6,11"), NULL, NULL);
+		g_op(&g, "Sub", "y", "float32", "80,6,11", 2, T("x", "float32", "80,6,11"),
+		     T("s", "float32", "80,1,1"), NULL);
+		g_out(&g, "y", "float32", "80,6,11");
+		const char *want[] = {"fused rows with s1..s1", "local float32[1] (s)", NULL};
+		check_interp(&g, "two trailing axes", NULL, want, NULL);
+	}
+	/* rfactor: full reductions and a few long rows; partials, then their sum */
+	static const char *const rf_shapes[] = {"512,300", "3,69632", "1,65536"};
+	static const char *const rf_out[] = {"1", "3", "1"};
+	static const char *const rf_axis[] = {"[0,1]", "[1]", "[1]"};
+	for (int i = 0; i < 3; i++) {
+		G g = {0};
+		char ax[128], lbl[64];
+		snprintf(
+		    ax, sizeof ax,
+		    "[{\"name\":\"axis\",\"value\":%s},{\"name\":\"keep_dims\",\"value\":false}]",
+		    rf_axis[i]);
+		g_in(&g, "x", "float32", rf_shapes[i]);
+		g_opa(&g, "ReduceSum", ax, "y", "float32", rf_out[i], 1,
+		      T("x", "float32", rf_shapes[i]), NULL, NULL);
+		g_out(&g, "y", "float32", rf_out[i]);
+		const char *want[] = {"partials", "stage s0.rf", NULL};
+		const char *none[] = {"partials", NULL};
+		snprintf(lbl, sizeof lbl, "rfactor %s", rf_shapes[i]);
+		check_interp(&g, lbl, i == 0 ? "{\"rfactor\":7}" : NULL, want, NULL);
+		snprintf(lbl, sizeof lbl, "rfactor %s off", rf_shapes[i]);
+		check_interp(&g, lbl, "{\"rfactor\":1}", NULL, none);
+	}
+	/* transpose tiles: 2-D and the last two dims of a 3-D tensor */
+	{
+		G g = {0};
+		g_in(&g, "x", "float32", "256,128");
+		g_opa(&g, "Transpose", "[{\"name\":\"perm\",\"value\":[1,0]}]", "y", "float32",
+		      "128,256", 1, T("x", "float32", "256,128"), NULL, NULL);
+		g_out(&g, "y", "float32", "128,256");
+		const char *want[] = {"in 0..4:", "in 0..8:", "in 0..32 vectorized", NULL};
+		check_interp(&g, "transpose 256x128 tiled", NULL, want, NULL);
+		const char *want16[] = {"in 0..16 vectorized", NULL};
+		check_interp(&g, "transpose 256x128 tile 16", "{\"tile\":16}", want16, NULL);
+		const char *flat[] = {"in 0..32:", NULL};
+		check_interp(&g, "transpose 256x128 untiled", "{\"tile\":1}", NULL, flat);
+	}
+	{
+		G g = {0};
+		g_in(&g, "x", "float32", "3,96,160");
+		g_opa(&g, "Transpose", "[{\"name\":\"perm\",\"value\":[0,2,1]}]", "y", "float32",
+		      "3,160,96", 1, T("x", "float32", "3,96,160"), NULL, NULL);
+		g_out(&g, "y", "float32", "3,160,96");
+		const char *want[] = {"in 0..32 vectorized", NULL};
+		check_interp(&g, "transpose [0,2,1] tiled", NULL, want, NULL);
+		G g2 = {0}; /* odd sizes: no tile divides them, stays correct */
+		g_in(&g2, "x", "float32", "97,131");
+		g_opa(&g2, "Transpose", "[{\"name\":\"perm\",\"value\":[1,0]}]", "y", "float32",
+		      "131,97", 1, T("x", "float32", "97,131"), NULL, NULL);
+		g_out(&g2, "y", "float32", "131,97");
+		check_interp(&g2, "transpose 97x131", NULL, NULL, NULL);
 	}
 }
 
@@ -2644,6 +2890,7 @@ main(void)
 	t_sub("reduce_v2_and_ints", reduce_v2_and_ints);
 	t_sub("softmax", softmax);
 	t_sub("layernorm", layernorm);
+	t_sub("reduction_templates", reduction_templates);
 	t_sub("layout_ops", layout_ops);
 	t_sub("assign_in_place", assign_in_place);
 	t_sub("index_ops", index_ops);

@@ -1,0 +1,580 @@
+/* fuse.c - schedule transforms that change the loop structure (issue 4):
+ * row fusion of stages, rfactor of full reductions, transpose tiling.
+ * sched_apply calls them; each is a knob of the schedule record.
+ *
+ * Row fusion ("fuse_rows", compute-at of producers at the row loop):
+ * consecutive stages that share their outer spatial loops (same extents)
+ * and read what earlier stages of the group wrote only within the same
+ * outer index run in ONE parallel region: per outer index (a row of a
+ * softmax or layernorm), stage 1's inner loops, then stage 2's, ... A
+ * workspace that only the group reads, one row block at a time, becomes
+ * `local`: a block of the body function's stack (a register, once SROA
+ * has run, for the row max / row sum) instead of a whole-tensor buffer.
+ *
+ * rfactor ("rfactor"): a reduction with too little spatial work to feed
+ * the threads (a full reduction to a scalar; a few rows) becomes two
+ * stages: partials over a FIXED partition of its first reduction loop into
+ * T chunks (region 1, parallel over the chunks), then their combination in
+ * chunk order (region 2). Determinism: T depends only on the schedule and
+ * the shape, never on the thread count, every chunk is reduced by one task
+ * with the same code, and the partials are combined serially in index
+ * order, so the result is bitwise the same for any number of threads and
+ * any task order (it may differ in the last bits from the unsplit order).
+ *
+ * Tiling ("tile"): an injective stage whose innermost loop writes
+ * contiguously but reads with a large stride (a Transpose) runs in
+ * tile x tile blocks over its last two loops, so both the reads and the
+ * writes stay within a few cache lines and pages per block.
+ */
+#include <string.h>
+
+#include "loopnest.h"
+
+#define MIN_PAR_EXTENT 64     /* as sched.c: a parallel loop feeds many threads */
+#define RF_PARTIALS 64        /* auto rfactor: chunks of the reduction */
+#define RF_MIN_WORK (1 << 16) /* auto rfactor: reduction elements, at least */
+#define LOCAL_MAX_BYTES 16384 /* a local row block lives on the stack */
+#define TILE_AUTO 32
+#define TILE_MIN 4
+#define MAX_GROUP 32 /* stages in one fused region, at most */
+
+/* ---- index helpers -------------------------------------------------------- */
+
+/* x with var from[i] replaced by to[i] (rebuilt through ln_idx_*). */
+static LnIdx *
+subst(LoopNest *ln, LnIdx *x, int n, const int *from, LnIdx *const *to)
+{
+	switch (x->kind) {
+	case LNI_CONST: return x;
+	case LNI_VAR:
+		for (int i = 0; i < n; i++)
+			if (x->var == from[i])
+				return to[i];
+		return x;
+	case LNI_ADD:
+		return ln_idx_add(ln, subst(ln, x->a, n, from, to), subst(ln, x->b, n, from, to));
+	case LNI_MUL: return ln_idx_mul(ln, subst(ln, x->a, n, from, to), x->c);
+	case LNI_DIV: return ln_idx_div(ln, subst(ln, x->a, n, from, to), x->c);
+	case LNI_MOD: return ln_idx_mod(ln, subst(ln, x->a, n, from, to), x->c);
+	}
+	return x;
+}
+
+/* Does x mention a var with lvl[var] >= 0? */
+static bool
+mentions(const LnIdx *x, const int *lvl)
+{
+	switch (x->kind) {
+	case LNI_CONST: return false;
+	case LNI_VAR: return lvl[x->var] >= 0;
+	case LNI_ADD: return mentions(x->a, lvl) || mentions(x->b, lvl);
+	case LNI_MUL:
+	case LNI_DIV:
+	case LNI_MOD: return mentions(x->a, lvl);
+	}
+	return false;
+}
+
+/* Splits k*x into sum(coef[l] * var at level l) + *inner, where the vars
+ * with lvl[var] = l >= 0 are the "outer" ones and *inner mentions none of
+ * them. False when an outer var sits under a div or mod. */
+static bool
+decomp(LoopNest *ln, const LnIdx *x, int64_t k, const int *lvl, int64_t *coef, LnIdx **inner)
+{
+	switch (x->kind) {
+	case LNI_CONST: *inner = ln_idx_add(ln, *inner, ln_idx_const(ln, k * x->c)); return true;
+	case LNI_VAR:
+		if (lvl[x->var] >= 0) {
+			coef[lvl[x->var]] += k;
+			return true;
+		}
+		break;
+	case LNI_ADD:
+		return decomp(ln, x->a, k, lvl, coef, inner) &&
+		       decomp(ln, x->b, k, lvl, coef, inner);
+	case LNI_MUL: return decomp(ln, x->a, k * x->c, lvl, coef, inner);
+	case LNI_DIV:
+	case LNI_MOD:
+		if (mentions(x, lvl))
+			return false;
+		break;
+	}
+	*inner = ln_idx_add(ln, *inner, ln_idx_mul(ln, (LnIdx *)x, k));
+	return true;
+}
+
+/* Scratch for listing a stage's LOAD and INDEX nodes: marks stamped per
+ * listing, so a pass allocates it once (no new exprs may be made while it
+ * is in use: it is sized by nexprs). */
+typedef struct Refs {
+	int *mark;
+	int stamp;
+	LnExpr **out;
+} Refs;
+
+static Refs *
+refs_new(LoopNest *ln)
+{
+	Refs *r = ARENA_NEW(ln->arena, Refs);
+	r->mark = ARENA_ARRAY(ln->arena, int, ln->nexprs + 1);
+	r->out = ARENA_ARRAY(ln->arena, LnExpr *, ln->nexprs + 1);
+	return r;
+}
+
+static void
+collect(Refs *r, LnExpr *e, int *n)
+{
+	if (r->mark[e->id] == r->stamp)
+		return;
+	r->mark[e->id] = r->stamp;
+	if (e->kind == LNE_LOAD || e->kind == LNE_INDEX)
+		r->out[(*n)++] = e;
+	if (e->kind == LNE_LOAD && e->dyn)
+		collect(r, e->dyn, n);
+	if (e->kind == LNE_OP)
+		for (int i = 0; i < e->nargs; i++)
+			collect(r, e->args[i], n);
+}
+
+/* Every LOAD and INDEX node of st, once each; valid until the next call. */
+static LnExpr **
+stage_refs(Refs *r, const LnStage *st, int *n)
+{
+	r->stamp++;
+	*n = 0;
+	for (int i = 0; i < st->nstores; i++)
+		collect(r, st->stores[i].value, n);
+	return r->out;
+}
+
+/* Replaces vars from[] by to[] in every index of st (stores, loads). */
+static void
+stage_subst(LoopNest *ln, Refs *R, LnStage *st, int n, const int *from, LnIdx *const *to)
+{
+	int nr;
+	LnExpr **refs = stage_refs(R, st, &nr);
+	for (int i = 0; i < nr; i++)
+		refs[i]->idx = subst(ln, refs[i]->idx, n, from, to);
+	for (int i = 0; i < st->nstores; i++)
+		st->stores[i].idx = subst(ln, st->stores[i].idx, n, from, to);
+}
+
+/* ---- transpose tiling ------------------------------------------------------- */
+
+void
+sched_tile(LoopNest *ln, LnStage *st, int tile)
+{
+	int L = st->nloops, nr;
+	bool wr = false, rd = false;
+	int64_t ep, eq;
+
+	if (tile == 1 || st->nred > 0 || L < 2 || L + 2 > LN_MAX_LOOPS || st->gemm ||
+	    st->fused_into >= 0)
+		return;
+	ep = st->loops[L - 2].extent;
+	eq = st->loops[L - 1].extent;
+	int *lvl = ARENA_ARRAY(ln->arena, int, ln->nvars + 1);
+	for (int v = 0; v < ln->nvars; v++)
+		lvl[v] = -1;
+	lvl[st->loops[L - 2].var] = 0;
+	lvl[st->loops[L - 1].var] = 1;
+	/* writes contiguous along the innermost loop, a read contiguous along
+	 * the one outside it and strided along the innermost */
+	for (int i = 0; i < st->nstores; i++) {
+		int64_t c[2] = {0, 0};
+		LnIdx *in = ln_idx_const(ln, 0);
+		if (!decomp(ln, st->stores[i].idx, 1, lvl, c, &in))
+			return;
+		wr |= c[1] == 1;
+	}
+	Refs *R = refs_new(ln);
+	LnExpr **refs = stage_refs(R, st, &nr);
+	for (int i = 0; i < nr; i++) {
+		int64_t c[2] = {0, 0};
+		LnIdx *in = ln_idx_const(ln, 0);
+		if (!decomp(ln, refs[i]->idx, 1, lvl, c, &in))
+			return;
+		rd |= refs[i]->kind == LNE_LOAD && c[0] == 1 && c[1] >= 2 * TILE_MIN;
+	}
+	if (!wr || !rd)
+		return;
+	int T = tile ? tile : TILE_AUTO;
+	while (T >= TILE_MIN && (ep % T || eq % T || ep < 2 * T || eq < 2 * T))
+		T /= 2;
+	if (T < TILE_MIN)
+		return;
+	/* v_p -> ip*T + jp, v_q -> iq*T + jq; loops [.., ip, iq, jp, jq] */
+	int ip = ln_var_new(ln, ep / T), iq = ln_var_new(ln, eq / T);
+	int jp = ln_var_new(ln, T), jq = ln_var_new(ln, T);
+	int from[2] = {st->loops[L - 2].var, st->loops[L - 1].var};
+	LnIdx *to[2] = {ln_idx_add(ln, ln_idx_mul(ln, ln_idx_var(ln, ip), T), ln_idx_var(ln, jp)),
+	                ln_idx_add(ln, ln_idx_mul(ln, ln_idx_var(ln, iq), T), ln_idx_var(ln, jq))};
+	stage_subst(ln, R, st, 2, from, to);
+	LnLoop proto = st->loops[L - 1];
+	int vars[4] = {ip, iq, jp, jq};
+	int64_t ext[4] = {ep / T, eq / T, T, T};
+	for (int i = 0; i < 4; i++) {
+		st->loops[L - 2 + i] = proto;
+		st->loops[L - 2 + i].kind = LNL_SERIAL;
+		st->loops[L - 2 + i].var = vars[i];
+		st->loops[L - 2 + i].extent = ext[i];
+	}
+	st->nloops = L + 2;
+}
+
+/* ---- rfactor ------------------------------------------------------------------ */
+
+/* Chunks for stage st (0: leave it alone). */
+static int
+rf_chunks(const LnStage *st)
+{
+	int rb = ln_red_begin(st);
+	int64_t S = 1, R = 1, E, target;
+
+	if (st->nred == 0 || st->ninner > 0 || st->nstores != 1 || st->rfactor == 1 ||
+	    st->nloops + 1 > LN_MAX_LOOPS || st->fuse_count > 1 || st->fused || st->gemm ||
+	    st->fused_into >= 0)
+		return 0;
+	for (int l = 0; l < st->nloops; l++)
+		*(l < rb ? &S : &R) *= st->loops[l].extent;
+	if (st->rfactor == 0 && (S >= MIN_PAR_EXTENT || R < RF_MIN_WORK))
+		return 0;
+	target = st->rfactor ? st->rfactor : RF_PARTIALS;
+	E = st->loops[rb].extent;
+	for (int64_t d = target < E ? target : E; d >= 2; d--)
+		if (E % d == 0)
+			return (int)d;
+	return 0;
+}
+
+/* Stage st -> partials (*a, in place) and their combination (*b). */
+static void
+rf_split(LoopNest *ln, LnStage *a, LnStage *b, int T)
+{
+	int rb = ln_red_begin(a), nr;
+	LnLoop old = a->loops[rb];
+	int64_t C = old.extent / T, S = 1;
+	LnStore *sto = &a->stores[0];
+	KcDtype dt = ln->bufs[sto->buf].dtype, at = ln_acc_dtype(a->red_op, sto->value->dtype);
+
+	(void)dt;
+	for (int l = 0; l < rb; l++)
+		S *= a->loops[l].extent;
+	*b = *a;
+	b->name = arena_printf(ln->arena, "%s.rf", a->name);
+
+	/* region 1: for sp, t (parallel), j in chunk t, other reduction loops */
+	int t = ln_var_new(ln, T), j = ln_var_new(ln, C);
+	LnIdx *to = ln_idx_add(ln, ln_idx_mul(ln, ln_idx_var(ln, t), C), ln_idx_var(ln, j));
+	int from = old.var;
+	LnExpr **refs = stage_refs(refs_new(ln), a, &nr);
+	for (int i = 0; i < nr; i++)
+		refs[i]->idx = subst(ln, refs[i]->idx, 1, &from, &to);
+	memmove(&a->loops[rb + 1], &a->loops[rb], sizeof(LnLoop) * (size_t)(a->nloops - rb));
+	a->nloops++;
+	for (int l = 0; l < a->nloops; l++)
+		a->loops[l].kind &= ~(unsigned)LNL_PARALLEL;
+	a->loops[rb] = (LnLoop){t, T, LNL_PARALLEL, 0, 0};
+	a->loops[rb + 1] = old;
+	a->loops[rb + 1].var = j;
+	a->loops[rb + 1].extent = C;
+	int part = ln_workspace_new(ln, arena_printf(ln->arena, "%s:partials", a->name), at, S * T);
+	LnIdx *orig_idx = sto->idx;
+	LnStore *ns = ARENA_ARRAY(ln->arena, LnStore, 1);
+	ns->buf = part;
+	ns->idx = ln_idx_add(ln, ln_idx_mul(ln, orig_idx, T), ln_idx_var(ln, t));
+	ns->value = ln_expr_coerce(ln, sto->value, at);
+	a->stores = ns;
+
+	/* region 2: for sp (fresh vars), t2 in 0..T reduce: out op= partial */
+	int from2[LN_MAX_LOOPS];
+	LnIdx *to2[LN_MAX_LOOPS];
+	b->nloops = rb + 1;
+	for (int l = 0; l < rb; l++) {
+		int w = ln_var_new(ln, b->loops[l].extent);
+		from2[l] = b->loops[l].var;
+		to2[l] = ln_idx_var(ln, w);
+		b->loops[l].var = w;
+		b->loops[l].kind = l == 0 ? LNL_PARALLEL : LNL_SERIAL;
+	}
+	int t2 = ln_var_new(ln, T);
+	b->loops[rb] = (LnLoop){t2, T, LNL_SERIAL, 0, 0};
+	b->nred = 1;
+	b->ninner = 0;
+	b->accbuf = -1;
+	LnIdx *oi = subst(ln, orig_idx, rb, from2, to2);
+	LnStore *bs = ARENA_ARRAY(ln->arena, LnStore, 1);
+	bs->buf = sto->buf;
+	bs->idx = oi;
+	bs->value =
+	    ln_expr_load(ln, part, ln_idx_add(ln, ln_idx_mul(ln, oi, T), ln_idx_var(ln, t2)));
+	b->stores = bs;
+}
+
+KcStatus
+sched_rfactor(LoopNest *ln, KcErr *err)
+{
+	int n = 0;
+	(void)err;
+	for (int s = 0; s < ln->nstages; s++)
+		n += rf_chunks(&ln->stages[s]) > 0;
+	if (n == 0)
+		return KC_OK;
+	LnStage *ns = ARENA_ARRAY(ln->arena, LnStage, ln->nstages + n + 1);
+	int *at = ARENA_ARRAY(ln->arena, int, ln->nstages + 1); /* old -> new index */
+	int k = 0;
+	for (int s = 0; s < ln->nstages; s++) {
+		int T = rf_chunks(&ln->stages[s]);
+		at[s] = k;
+		ns[k] = ln->stages[s];
+		if (T > 0) {
+			rf_split(ln, &ns[k], &ns[k + 1], T);
+			k++;
+		}
+		k++;
+	}
+	for (int s = 0; s < k; s++) { /* GEMM epilogue links are stage indices */
+		if (ns[s].fused_into >= 0)
+			ns[s].fused_into = at[ns[s].fused_into];
+		if (ns[s].gemm && ns[s].gemm->epi >= 0)
+			ns[s].gemm->epi = at[ns[s].gemm->epi];
+	}
+	ln->stages = ns;
+	ln->nstages = k;
+	return KC_OK;
+}
+
+/* ---- row fusion ------------------------------------------------------------------- */
+
+/* Can st join a group at all? */
+static bool
+fusible(const LoopNest *ln, const LnStage *st)
+{
+	if (!st->fuse_rows || st->ninner > 0 || st->nstores < 1 || st->gemm || st->fused_into >= 0)
+		return false;
+	for (int l = 0; l < st->nloops; l++)
+		if (st->loops[l].extent == 0)
+			return false;
+	for (int i = 0; i < st->nstores; i++)
+		if (ln->bufs[st->stores[i].buf].inplace)
+			return false;
+	return true;
+}
+
+/* Leading spatial loops of st (all loops of an injective stage). */
+static int
+lead_spatial(const LnStage *st)
+{
+	return st->nred > 0 ? ln_red_begin(st) : st->nloops;
+}
+
+/* The row layout of a store: each outer index o writes within
+ * [sum c[l] o_l, + R) with R = c[P-1] and c row-major over the shared
+ * extents. False when it is not one. */
+static bool
+row_layout(LoopNest *ln, const LnStage *st, const LnIdx *idx, const int *lvl, int P, int64_t *c,
+           LnIdx **inner, int64_t *R)
+{
+	memset(c, 0, sizeof(int64_t) * (size_t)P);
+	*inner = ln_idx_const(ln, 0);
+	if (!decomp(ln, idx, 1, lvl, c, inner) || c[P - 1] < 1)
+		return false;
+	for (int l = 0; l + 1 < P; l++)
+		if (c[l] != c[l + 1] * st->loops[l + 1].extent)
+			return false;
+	*R = c[P - 1];
+	return ln_idx_max(ln, *inner) < *R;
+}
+
+typedef struct Group {
+	int a, n, P;
+	int *lvl;      /* var -> shared level, for the group's shared loop vars */
+	int *writer;   /* buffer -> group stage writing it, -1 */
+	int *nwrites;  /* buffer -> stages writing it (whole nest) */
+	bool *read;    /* buffer -> read by a group stage so far */
+	int64_t *rowR; /* buffer -> its row block (writer's R), 0 = no row layout */
+	LnIdx **winner;
+	Refs *refs;
+} Group;
+
+/* Is the candidate group stages[a .. a+n) with P shared loops legal? */
+static bool
+group_ok(LoopNest *ln, Group *G)
+{
+	int64_t c[LN_MAX_LOOPS];
+	for (int v = 0; v < ln->nvars; v++)
+		G->lvl[v] = -1;
+	for (int i = 0; i < ln->nbufs; i++) {
+		G->writer[i] = -1;
+		G->read[i] = false;
+		G->rowR[i] = 0;
+	}
+	for (int k = G->a; k < G->a + G->n; k++)
+		for (int l = 0; l < G->P; l++)
+			G->lvl[ln->stages[k].loops[l].var] = l;
+	for (int k = G->a; k < G->a + G->n; k++) {
+		LnStage *st = &ln->stages[k];
+		int nr;
+		LnExpr **refs = stage_refs(G->refs, st, &nr);
+		for (int i = 0; i < nr; i++) {
+			LnExpr *e = refs[i];
+			if (e->kind != LNE_LOAD)
+				continue;
+			G->read[e->buf] = true;
+			if (G->writer[e->buf] < 0)
+				continue; /* written before the group (or never) */
+			LnIdx *in = NULL;
+			memset(c, 0, sizeof c);
+			in = ln_idx_const(ln, 0);
+			if (G->nwrites[e->buf] != 1 || e->dyn || G->rowR[e->buf] == 0 ||
+			    !decomp(ln, e->idx, 1, G->lvl, c, &in))
+				return false;
+			const LnStage *w = &ln->stages[G->writer[e->buf]];
+			int64_t cw[LN_MAX_LOOPS], R;
+			LnIdx *win;
+			for (int s = 0; s < w->nstores; s++)
+				if (w->stores[s].buf == e->buf)
+					row_layout(ln, w, w->stores[s].idx, G->lvl, G->P, cw, &win,
+					           &R);
+			for (int l = 0; l < G->P; l++)
+				if (c[l] != cw[l])
+					return false;
+			if (ln_idx_max(ln, in) >= G->rowR[e->buf])
+				return false;
+		}
+		for (int i = 0; i < st->nstores; i++) {
+			int b = st->stores[i].buf;
+			int64_t R;
+			LnIdx *win;
+			if (G->writer[b] >= 0 || G->read[b])
+				return false; /* written twice, or read before written */
+			G->writer[b] = k;
+			if (row_layout(ln, st, st->stores[i].idx, G->lvl, G->P, c, &win, &R)) {
+				G->rowR[b] = R;
+				G->winner[b] = win;
+			}
+		}
+	}
+	return true;
+}
+
+/* The shared loop to run in parallel: the first long enough one, or -1. */
+static int
+shared_par(const LnStage *lead, int P)
+{
+	for (int l = 0; l < P; l++)
+		if (lead->loops[l].extent >= MIN_PAR_EXTENT)
+			return l;
+	return -1;
+}
+
+/* Commits group G: annotations, then local row buffers. */
+static void
+commit(LoopNest *ln, Group *G)
+{
+	LnStage *lead = &ln->stages[G->a];
+	int par = shared_par(lead, G->P);
+
+	lead->fuse_count = G->n;
+	for (int k = G->a; k < G->a + G->n; k++) {
+		LnStage *st = &ln->stages[k];
+		st->fuse_outer = G->P;
+		st->fused = k > G->a;
+		for (int l = 0; l < st->nloops; l++) {
+			if (l < G->P)
+				st->loops[l].kind = LNL_SERIAL;
+			else
+				st->loops[l].kind &= ~(unsigned)LNL_PARALLEL;
+		}
+	}
+	lead->loops[par].kind = LNL_PARALLEL;
+	/* workspaces written and read only inside the group, a row at a time */
+	group_ok(ln, G); /* refresh the tables for the final group */
+	bool *outside = ARENA_ARRAY(ln->arena, bool, ln->nbufs + 1);
+	for (int s = 0; s < ln->nstages; s++) {
+		if (s >= G->a && s < G->a + G->n)
+			continue;
+		int nr;
+		LnExpr **refs = stage_refs(G->refs, &ln->stages[s], &nr);
+		for (int i = 0; i < nr; i++)
+			if (refs[i]->kind == LNE_LOAD)
+				outside[refs[i]->buf] = true;
+		for (int i = 0; i < ln->stages[s].nstores; i++)
+			outside[ln->stages[s].stores[i].buf] = true;
+	}
+	for (int b = 0; b < ln->nbufs; b++) {
+		LnBuf *buf = &ln->bufs[b];
+		if (buf->arg >= 0 || buf->local || G->writer[b] < 0 || !G->read[b] || outside[b] ||
+		    G->rowR[b] == 0 ||
+		    G->rowR[b] * kc_dtype_info[buf->dtype].bytes > LOCAL_MAX_BYTES)
+			continue;
+		buf->local = true;
+		buf->numel = G->rowR[b];
+		for (int k = G->a; k < G->a + G->n; k++) {
+			LnStage *st = &ln->stages[k];
+			int nr;
+			LnExpr **refs = stage_refs(G->refs, st, &nr);
+			for (int i = 0; i < nr; i++) {
+				int64_t c[LN_MAX_LOOPS] = {0};
+				LnIdx *in = ln_idx_const(ln, 0);
+				if (refs[i]->kind != LNE_LOAD || refs[i]->buf != b)
+					continue;
+				decomp(ln, refs[i]->idx, 1, G->lvl, c, &in);
+				refs[i]->idx = in;
+			}
+			for (int i = 0; i < st->nstores; i++)
+				if (st->stores[i].buf == b)
+					st->stores[i].idx = G->winner[b];
+		}
+	}
+}
+
+KcStatus
+sched_fuse_rows(LoopNest *ln, KcErr *err)
+{
+	Group G;
+	(void)err;
+	G.lvl = ARENA_ARRAY(ln->arena, int, ln->nvars + 1);
+	G.writer = ARENA_ARRAY(ln->arena, int, ln->nbufs + 1);
+	G.nwrites = ARENA_ARRAY(ln->arena, int, ln->nbufs + 1);
+	G.read = ARENA_ARRAY(ln->arena, bool, ln->nbufs + 1);
+	G.rowR = ARENA_ARRAY(ln->arena, int64_t, ln->nbufs + 1);
+	G.winner = ARENA_ARRAY(ln->arena, LnIdx *, ln->nbufs + 1);
+	G.refs = refs_new(ln);
+	for (int s = 0; s < ln->nstages; s++)
+		for (int i = 0; i < ln->stages[s].nstores; i++)
+			G.nwrites[ln->stages[s].stores[i].buf]++;
+	for (int a = 0; a < ln->nstages;) {
+		const LnStage *lead = &ln->stages[a];
+		int P = lead_spatial(lead), n = 1;
+		if (!fusible(ln, lead)) {
+			a++;
+			continue;
+		}
+		while (a + n < ln->nstages && n < MAX_GROUP) {
+			const LnStage *st = &ln->stages[a + n];
+			int q = 0, lim = lead_spatial(st) < P ? lead_spatial(st) : P;
+			if (!fusible(ln, st))
+				break;
+			while (q < lim && st->loops[q].extent == lead->loops[q].extent)
+				q++;
+			if (q < 1 || shared_par(lead, q) < 0)
+				break;
+			G.a = a;
+			G.n = n + 1;
+			G.P = q;
+			if (!group_ok(ln, &G))
+				break;
+			n++;
+			P = q;
+		}
+		if (n > 1) {
+			G.a = a;
+			G.n = n;
+			G.P = P;
+			commit(ln, &G);
+		}
+		a += n;
+	}
+	return KC_OK;
+}
