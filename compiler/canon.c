@@ -11,7 +11,9 @@
  * input is a result); other ops that no output reaches are dead and left
  * out. Ops with semantic attrs carry them normalised, keys sorted, e.g.
  * "attrs":{"axis":[1],"keep_dims":true} (reductions), {"perm":[...]},
- * {"multiples":[...]}, {"begin":[...],"shrink_axis_mask":n,"strides":[...]},
+ * {"multiples":[...]}, {"begin":[...],"shrink_axis_mask":n,"strides":[...]}
+ * (StridedSlice normalised per input dim, ellipsis expanded, strides may be
+ * negative, plus "new_axes":bits-of-output-dims when new_axis_mask made any),
  * {"axis":[a],"depth":d} (OneHot), {"axis":[a]} (Argmax/Argmin),
  * {"axis":[a],"exclusive":b,"reverse":b} (CumSum/CumProd),
  * {"kernel":[h,w],"layout":L,"pad":[t,b,l,r],"pool_type":T,"stride":[h,w]}
@@ -80,6 +82,8 @@ put_attrs(KcBuf *b, const IrNode *nd)
 		} else if (nd->op == IR_OP_STRIDED_SLICE) {
 			kc_buf_puts(b, ",\"attrs\":{");
 			put_list(b, "begin", a->begin, a->nlist);
+			if (a->new_axes) /* output dims; absent when none (older keys) */
+				kc_buf_printf(b, ",\"new_axes\":%u", a->new_axes);
 			kc_buf_printf(b, ",\"shrink_axis_mask\":%u,", a->shrink);
 			put_list(b, "strides", a->strides, a->nlist);
 			kc_buf_putc(b, '}');

@@ -229,6 +229,10 @@ emit_idx(Em *E, const LnIdx *x)
 	case LNI_MOD:
 		return LLVMBuildURem(E->b, emit_idx(E, x->a),
 		                     LLVMConstInt(E->i64, (unsigned long long)x->c, 0), "");
+	case LNI_RSUB:
+		r = LLVMBuildSub(E->b, LLVMConstInt(E->i64, (unsigned long long)x->c, 0),
+		                 emit_idx(E, x->a), "");
+		break;
 	}
 	if (!LLVMIsConstant(r)) {
 		LLVMSetNUW(r, 1);
@@ -424,7 +428,10 @@ is_math(const LnExpr *e)
 	if (e->kind != LNE_OP || !is_float(e->dtype))
 		return false;
 	return e->op == IR_OP_EXP || e->op == IR_OP_LOG || e->op == IR_OP_TANH ||
-	       e->op == IR_OP_ERF || e->op == IR_OP_POW;
+	       e->op == IR_OP_ERF || e->op == IR_OP_POW || e->op == IR_OP_SIN ||
+	       e->op == IR_OP_COS || e->op == IR_OP_ASIN || e->op == IR_OP_ACOS ||
+	       e->op == IR_OP_ATAN || e->op == IR_OP_ATAN2 || e->op == IR_OP_ASINH ||
+	       e->op == IR_OP_ACOSH || e->op == IR_OP_EXPM1;
 }
 
 /* Math ops under e not yet seen (each expr is emitted once per stage). */
@@ -548,6 +555,16 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 		}
 	case IR_OP_SELECT: return LLVMBuildSelect(b, a[0], a[1], a[2], "");
 	case IR_OP_CAST: return cast(E, a[0], at, dt);
+	case IR_OP_SIN: return fl ? emit_math(E, MATH_SIN, a) : float_only(E, e);
+	case IR_OP_COS: return fl ? emit_math(E, MATH_COS, a) : float_only(E, e);
+	case IR_OP_ASIN: return fl ? emit_math(E, MATH_ASIN, a) : float_only(E, e);
+	case IR_OP_ACOS: return fl ? emit_math(E, MATH_ACOS, a) : float_only(E, e);
+	case IR_OP_ATAN: return fl ? emit_math(E, MATH_ATAN, a) : float_only(E, e);
+	case IR_OP_ATAN2: return fl ? emit_math(E, MATH_ATAN2, a) : float_only(E, e);
+	case IR_OP_ASINH: return fl ? emit_math(E, MATH_ASINH, a) : float_only(E, e);
+	case IR_OP_ACOSH: return fl ? emit_math(E, MATH_ACOSH, a) : float_only(E, e);
+	case IR_OP_EXPM1: return fl ? emit_math(E, MATH_EXPM1, a) : float_only(E, e);
+	case IR_OP_ADD_N: /* lowered to a chain of Add */
 	case IR_OP_BROADCAST_TO:
 	case IR_OP_RESHAPE:
 	case IR_OP_EXPAND_DIMS:
@@ -785,12 +802,16 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 		LLVMTypeRef at = acc_type(E, st->red_op, dt);
 		LLVMValueRef p = elem_ptr(E, st->accbuf, sto->idx), a, r;
 		LLVMTypeRef mt = stype(E, E->ln->bufs[st->accbuf].dtype);
-		KC_ASSERT(mt == at);
+		bool wide = mt != at; /* a bool accumulator is stored as i8 */
+		KC_ASSERT(!wide || (dt == KC_DT_BOOL && mt == E->i8));
 		if (E->body == EB_ACC_INIT) {
-			LLVMBuildStore(E->b, red_identity(E, st->red_op, dt), p);
+			a = red_identity(E, st->red_op, dt);
+			LLVMBuildStore(E->b, wide ? LLVMBuildZExt(E->b, a, mt, "") : a, p);
 			return true;
 		}
-		a = LLVMBuildLoad2(E->b, at, p, "");
+		a = LLVMBuildLoad2(E->b, mt, p, "");
+		if (wide)
+			a = LLVMBuildTrunc(E->b, a, at, "");
 		if (E->body == EB_ACC_FINAL) {
 			r = at != ctype(E, dt) ? LLVMBuildFPTrunc(E->b, a, ctype(E, dt), "") : a;
 			emit_store(E, sto->buf, sto->idx, r);
@@ -802,7 +823,8 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 			return false;
 		if (at != LLVMTypeOf(v))
 			v = LLVMBuildFPExt(E->b, v, at, "");
-		LLVMBuildStore(E->b, red_combine(E, st->red_op, dt, a, v), p);
+		r = red_combine(E, st->red_op, dt, a, v);
+		LLVMBuildStore(E->b, wide ? LLVMBuildZExt(E->b, r, mt, "") : r, p);
 		return true;
 	}
 	if (st->nred > 0 && level == ln_red_begin(st) && E->body == EB_STORES) {

@@ -347,6 +347,223 @@ math_pow(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
 	return pow_(b, x, y, false);
 }
 
+/* ---- trigonometric, inverse trigonometric and hyperbolic, expm1 ----------
+ * Generic over float/double like the functions above; math_inline runs a
+ * float32 argument through them in double with float-grade polynomials
+ * (lowp), so the range reductions and the final subtractions have double
+ * headroom and the result rounds once to float.
+ *   sin, cos  x = n pi/2 + r, |r| <= pi/4, with fdlibm's 33+33+33+53-bit
+ *             split of pi/2 (n * part exact for |n| < 2^20, so accurate
+ *             for |x| < 2^20 pi/2; beyond that the reduction loses bits),
+ *             Taylor polynomials for sin r and cos r, quadrant n mod 4
+ *   atan      1/|x| above 1, pi/4 + atan((u-1)/(u+1)) above tan(pi/8),
+ *             then the series in v^2 <= 0.1716
+ *   atan2     atan(min/max) of the magnitudes, pi/2 - . when |y| > |x|,
+ *             pi - . when x has its sign bit set; numpy's zero, infinity
+ *             and NaN cases
+ *   asin      atan2(x, sqrt((1-x)(1+x))), acos atan2(sqrt((1-x)(1+x)), x)
+ *   asinh     log1p(|x| + x^2/(1 + sqrt(1 + x^2))), log|x| + ln2 above 2^28
+ *   acosh     log1p(t + sqrt(t(t+2))), t = x - 1, log x + ln2 above 2^28
+ *   expm1     Taylor below |x| = 0.5 (no cancellation near 0), exp - 1 above
+ *   log1p     2 atanh(u/(2+u)) series for -0.5 < u < 1, log(1+u) else */
+
+static LLVMValueRef
+is_finite_(M *m, LLVMValueRef x)
+{
+	return FCMP(LLVMRealOLT, fabs_(m, x), fc(m, INFINITY));
+}
+
+static LLVMValueRef
+sincos_(LLVMBuilderRef b, LLVMValueRef x, bool lowp, bool cosine)
+{
+	M mm = mk(b, x), *m = &mm;
+	static const double p1 = 0x1.921fb544p+0, p2 = 0x1.0b4611a6p-34;
+	static const double p3 = 0x1.3198a2ep-69, p4 = 8.47842766036889956997e-32;
+	double sc[9], cc[10], f = 1;
+	int ns = lowp || !m->dbl ? 6 : 8, nc = lowp || !m->dbl ? 7 : 9;
+	double shifter = m->dbl ? 6755399441055744.0 : 12582912.0;
+	double tmax = m->dbl ? 0x1p50 : 0x1p21;
+
+	for (int k = 1; k <= 2 * nc; k++) {
+		f *= k;
+		if (k % 2 && (k - 1) / 2 < ns) /* (-1)^j / (2j+1)! */
+			sc[(k - 1) / 2] = ((k - 1) / 2 % 2 ? -1.0 : 1.0) / f;
+		if (k % 2 == 0 && k / 2 < nc)
+			cc[k / 2] = (k / 2 % 2 ? -1.0 : 1.0) / f;
+	}
+	sc[0] = 1;
+	cc[0] = 1;
+	LLVMValueRef fin = is_finite_(m, x);
+	LLVMValueRef xs = SEL(fin, x, fc(m, 0)); /* no NaN into fptosi */
+	LLVMValueRef t = MUL(xs, fc(m, 0.63661977236758134308));
+	t = SEL(FCMP(LLVMRealOGT, t, fc(m, tmax)), fc(m, tmax), t);
+	t = SEL(FCMP(LLVMRealOLT, t, fc(m, -tmax)), fc(m, -tmax), t);
+	LLVMValueRef n = SUB(ADD(t, fc(m, shifter)), fc(m, shifter)); /* round(x 2/pi) */
+	LLVMValueRef r = SUB(xs, MUL(n, fc(m, p1)));
+	r = SUB(r, MUL(n, fc(m, p2)));
+	r = SUB(r, MUL(n, fc(m, p3)));
+	r = SUB(r, MUL(n, fc(m, p4)));
+	LLVMValueRef z = MUL(r, r);
+	LLVMValueRef sv = MUL(r, horner(m, z, sc, ns));
+	LLVMValueRef cv = horner(m, z, cc, nc);
+	LLVMValueRef q = LLVMBuildFPToSI(b, n, m->it, "");
+	if (cosine) /* cos x = sin(x + pi/2): one quadrant on */
+		q = LLVMBuildAdd(b, q, ic(m, 1), "");
+	LLVMValueRef odd = ICMP(LLVMIntNE, LLVMBuildAnd(b, q, ic(m, 1), ""), ic(m, 0));
+	LLVMValueRef neg = ICMP(LLVMIntNE, LLVMBuildAnd(b, q, ic(m, 2), ""), ic(m, 0));
+	LLVMValueRef v = SEL(odd, cv, sv);
+	v = SEL(neg, LLVMBuildFNeg(b, v, ""), v);
+	if (!cosine) /* sin(-0) = -0 */
+		v = SEL(FCMP(LLVMRealOEQ, x, fc(m, 0)), x, v);
+	return SEL(fin, v, fc(m, NAN));
+}
+
+/* atan of x (any sign); see the section comment. */
+static LLVMValueRef
+atan_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
+{
+	M mm = mk(b, x), *m = &mm;
+	double c[24];
+	int nt = m->dbl && !lowp ? 22 : 12;
+
+	for (int k = 0; k < nt; k++)
+		c[k] = (k % 2 ? -1.0 : 1.0) / (2 * k + 1);
+	LLVMValueRef ax = fabs_(m, x);
+	LLVMValueRef big = FCMP(LLVMRealOGT, ax, fc(m, 1));
+	LLVMValueRef u = SEL(big, DIV(fc(m, 1), ax), ax);
+	LLVMValueRef mid = FCMP(LLVMRealOGT, u, fc(m, 0.41421356237309504880));
+	LLVMValueRef v = SEL(mid, DIV(SUB(u, fc(m, 1)), ADD(u, fc(m, 1))), u);
+	LLVMValueRef p = MUL(v, horner(m, MUL(v, v), c, nt));
+	LLVMValueRef r = SEL(mid, ADD(fc(m, 0.78539816339744830962), p), p);
+	r = SEL(big, SUB(fc(m, 1.57079632679489661923), r), r);
+	return copysign_(m, r, x);
+}
+
+static LLVMValueRef
+atan2_(LLVMBuilderRef b, LLVMValueRef y, LLVMValueRef x, bool lowp)
+{
+	M mm = mk(b, x), *m = &mm;
+	LLVMValueRef ax = fabs_(m, x), ay = fabs_(m, y);
+	LLVMValueRef swap = FCMP(LLVMRealOGT, ay, ax);
+	LLVMValueRef mx = SEL(swap, ay, ax), mn = SEL(swap, ax, ay);
+	LLVMValueRef t = DIV(mn, mx);
+	t = SEL(FCMP(LLVMRealOEQ, mx, fc(m, 0)), fc(m, 0), t); /* atan2(+-0, +-0) */
+	LLVMValueRef both_inf = LLVMBuildAnd(b, FCMP(LLVMRealOEQ, ax, fc(m, INFINITY)),
+	                                     FCMP(LLVMRealOEQ, ay, fc(m, INFINITY)), "");
+	t = SEL(both_inf, fc(m, 1), t);
+	LLVMValueRef r = atan_(b, t, lowp);
+	r = SEL(swap, SUB(fc(m, 1.57079632679489661923), r), r);
+	LLVMValueRef xneg = ICMP(LLVMIntSLT, AS_INT(x), ic(m, 0)); /* sign bit, incl. -0 */
+	r = SEL(xneg, SUB(fc(m, 3.14159265358979323846), r), r);
+	r = copysign_(m, r, y);
+	LLVMValueRef nan = LLVMBuildOr(b, FCMP(LLVMRealUNO, x, x), FCMP(LLVMRealUNO, y, y), "");
+	return SEL(nan, ADD(x, y), r);
+}
+
+/* log(1 + u) without cancellation for small u. */
+static LLVMValueRef
+log1p_(LLVMBuilderRef b, LLVMValueRef u, bool lowp)
+{
+	M mm = mk(b, u), *m = &mm;
+	double c[18];
+	int nt = m->dbl && !lowp ? 17 : 10; /* s^2 <= 1/9 */
+
+	for (int k = 0; k < nt; k++)
+		c[k] = 2.0 / (2 * k + 1);
+	LLVMValueRef s = DIV(u, ADD(fc(m, 2), u));
+	LLVMValueRef p = MUL(s, horner(m, MUL(s, s), c, nt));
+	LLVMValueRef near = LLVMBuildAnd(b, FCMP(LLVMRealOGT, u, fc(m, -0.5)),
+	                                 FCMP(LLVMRealOLT, u, fc(m, 1)), "");
+	return SEL(near, p, log_(b, ADD(fc(m, 1), u), lowp));
+}
+
+static LLVMValueRef
+asinh_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
+{
+	M mm = mk(b, x), *m = &mm;
+	double big = m->dbl ? 0x1p28 : 0x1p12;
+	LLVMValueRef ax = fabs_(m, x), z = MUL(ax, ax);
+	LLVMValueRef one = fc(m, 1);
+	LLVMValueRef sq = math_intrinsic(b, "llvm.sqrt", (LLVMValueRef[]){ADD(one, z)}, 1);
+	LLVMValueRef r = log1p_(b, ADD(ax, DIV(z, ADD(one, sq))), lowp);
+	LLVMValueRef rb = ADD(log_(b, ax, lowp), fc(m, 0.69314718055994530942));
+	r = SEL(FCMP(LLVMRealOGT, ax, fc(m, big)), rb, r);
+	return copysign_(m, r, x);
+}
+
+static LLVMValueRef
+acosh_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
+{
+	M mm = mk(b, x), *m = &mm;
+	double big = m->dbl ? 0x1p28 : 0x1p12;
+	LLVMValueRef t = SUB(x, fc(m, 1));
+	LLVMValueRef sq = math_intrinsic(b, "llvm.sqrt", (LLVMValueRef[]){MUL(t, ADD(t, fc(m, 2)))}, 1);
+	LLVMValueRef r = log1p_(b, ADD(t, sq), lowp);
+	LLVMValueRef rb = ADD(log_(b, x, lowp), fc(m, 0.69314718055994530942));
+	r = SEL(FCMP(LLVMRealOGT, x, fc(m, big)), rb, r);
+	return SEL(FCMP(LLVMRealOLT, x, fc(m, 1)), fc(m, NAN), r);
+}
+
+static LLVMValueRef
+expm1_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
+{
+	M mm = mk(b, x), *m = &mm;
+	double c[16];
+	int deg = m->dbl && !lowp ? 15 : 10; /* 0.5^deg / (deg+1)! */
+
+	c[0] = 1;
+	for (int i = 1; i < deg; i++)
+		c[i] = c[i - 1] / (i + 1);
+	LLVMValueRef small = MUL(x, horner(m, x, c, deg));
+	LLVMValueRef big = SUB(exp_(b, x, lowp), fc(m, 1));
+	return SEL(FCMP(LLVMRealOLT, fabs_(m, x), fc(m, 0.5)), small, big);
+}
+
+/* f (one of the functions of this section) on a[] of the compute type;
+ * float32 runs in double with lowp polynomials. */
+static LLVMValueRef
+trig_(LLVMBuilderRef b, MathFn f, LLVMValueRef *a)
+{
+	M mm = mk(b, a[0]), *m = &mm;
+	LLVMValueRef x = a[0], y = a[1], r = NULL;
+	bool lowp = !m->dbl;
+
+	if (lowp) {
+		LLVMTypeRef d = LLVMDoubleTypeInContext(LLVMGetTypeContext(m->ft));
+		if (m->w > 1)
+			d = LLVMVectorType(d, m->w);
+		x = LLVMBuildFPExt(b, x, d, "");
+		if (y)
+			y = LLVMBuildFPExt(b, y, d, "");
+	}
+	switch (f) {
+	case MATH_SIN: r = sincos_(b, x, lowp, false); break;
+	case MATH_COS: r = sincos_(b, x, lowp, true); break;
+	case MATH_ATAN: r = atan_(b, x, lowp); break;
+	case MATH_ATAN2: r = atan2_(b, x, y, lowp); break;
+	case MATH_ASIN:
+	case MATH_ACOS: {
+		M dm = mk(b, x);
+		LLVMValueRef one = fc(&dm, 1);
+		LLVMValueRef w = LLVMBuildFMul(b, LLVMBuildFSub(b, one, x, ""),
+		                               LLVMBuildFAdd(b, one, x, ""), "");
+		LLVMValueRef s = math_intrinsic(b, "llvm.sqrt", &w, 1);
+		r = f == MATH_ASIN ? atan2_(b, x, s, lowp) : atan2_(b, s, x, lowp);
+		break;
+	}
+	case MATH_ASINH: r = asinh_(b, x, lowp); break;
+	case MATH_ACOSH: r = acosh_(b, x, lowp); break;
+	case MATH_EXPM1: r = expm1_(b, x, lowp); break;
+	case MATH_EXP:
+	case MATH_LOG:
+	case MATH_TANH:
+	case MATH_ERF:
+	case MATH_POW:
+	case MATH_COUNT: KC_ASSERT(!"not a trig function"); break;
+	}
+	return lowp ? LLVMBuildFPTrunc(b, r, m->ft, "") : r;
+}
+
 /* ---- outlined functions ---------------------------------------------------- */
 
 static const struct {
@@ -355,6 +572,11 @@ static const struct {
 } math_fns[MATH_COUNT] = {
     [MATH_EXP] = {"exp", 1}, [MATH_LOG] = {"log", 1}, [MATH_TANH] = {"tanh", 1},
     [MATH_ERF] = {"erf", 1}, [MATH_POW] = {"pow", 2},
+    [MATH_SIN] = {"sin", 1}, [MATH_COS] = {"cos", 1},
+    [MATH_ASIN] = {"asin", 1}, [MATH_ACOS] = {"acos", 1},
+    [MATH_ATAN] = {"atan", 1}, [MATH_ATAN2] = {"atan2", 2},
+    [MATH_ASINH] = {"asinh", 1}, [MATH_ACOSH] = {"acosh", 1},
+    [MATH_EXPM1] = {"expm1", 1},
 };
 
 /* float32 pow runs in double (y log x amplifies the error of log x by up
@@ -378,6 +600,18 @@ math_inline(LLVMBuilderRef b, MathFn f, LLVMValueRef *a)
 		LLVMValueRef x = LLVMBuildFPExt(b, a[0], d, "");
 		LLVMValueRef y = LLVMBuildFPExt(b, a[1], d, "");
 		return LLVMBuildFPTrunc(b, pow_(b, x, y, true), m->ft, "");
+	}
+	case MATH_SIN:
+	case MATH_COS:
+	case MATH_ASIN:
+	case MATH_ACOS:
+	case MATH_ATAN:
+	case MATH_ATAN2:
+	case MATH_ASINH:
+	case MATH_ACOSH:
+	case MATH_EXPM1: {
+		LLVMValueRef two[2] = {a[0], math_fns[f].arity > 1 ? a[1] : NULL};
+		return trig_(b, f, two);
 	}
 	case MATH_COUNT: break;
 	}

@@ -56,6 +56,7 @@ subst(LoopNest *ln, LnIdx *x, int n, const int *from, LnIdx *const *to)
 	case LNI_MUL: return ln_idx_mul(ln, subst(ln, x->a, n, from, to), x->c);
 	case LNI_DIV: return ln_idx_div(ln, subst(ln, x->a, n, from, to), x->c);
 	case LNI_MOD: return ln_idx_mod(ln, subst(ln, x->a, n, from, to), x->c);
+	case LNI_RSUB: return ln_idx_rsub(ln, x->c, subst(ln, x->a, n, from, to));
 	}
 	return x;
 }
@@ -70,7 +71,8 @@ mentions(const LnIdx *x, const int *lvl)
 	case LNI_ADD: return mentions(x->a, lvl) || mentions(x->b, lvl);
 	case LNI_MUL:
 	case LNI_DIV:
-	case LNI_MOD: return mentions(x->a, lvl);
+	case LNI_MOD:
+	case LNI_RSUB: return mentions(x->a, lvl);
 	}
 	return false;
 }
@@ -95,6 +97,7 @@ decomp(LoopNest *ln, const LnIdx *x, int64_t k, const int *lvl, int64_t *coef, L
 	case LNI_MUL: return decomp(ln, x->a, k * x->c, lvl, coef, inner);
 	case LNI_DIV:
 	case LNI_MOD:
+	case LNI_RSUB:
 		if (mentions(x, lvl))
 			return false;
 		break;

@@ -104,9 +104,13 @@ typedef struct IrValue {
  *   ExpandDims  axis[0] in [0, rank] of the output
  *   Transpose   list = perm (out dim k reads input dim perm[k])
  *   Tile        list = multiples, one per output dim
- *   StridedSlice begin/strides per input dim (normalised: in range,
- *               strides >= 1), shrink = shrink_axis_mask (those dims are
- *               dropped from the output; begin is the index read)
+ *   StridedSlice begin/strides per input dim (normalised: begin is the
+ *               first index read, strides non-zero; a negative stride
+ *               walks down from begin), shrink = the input dims that
+ *               shrink_axis_mask drops from the output (begin is the index
+ *               read), new_axes = the output dims that new_axis_mask
+ *               inserts (size 1, no input dim); ellipsis_mask is expanded
+ *               away
  *   OneHot      axis[0] = the new dim's position in the output, list[0] =
  *               depth
  *   Gather      axis[0] in [0, rank of params)
@@ -130,6 +134,7 @@ typedef struct IrAttrs {
 	int64_t list[KC_MAX_RANK];
 	int64_t begin[KC_MAX_RANK], strides[KC_MAX_RANK];
 	unsigned shrink;
+	unsigned new_axes; /* StridedSlice: bit d = output dim d is a new axis */
 	bool trans_a, trans_b;
 	bool nhwc;
 	int64_t stride[2], dilation[2], pad[4], groups;

@@ -452,6 +452,15 @@ op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
 	case IR_OP_IS_FINITE: r.i = !afl || isfinite(x); break;
 	case IR_OP_SELECT: r = a[0].i ? a[1] : a[2]; break;
 	case IR_OP_CAST: r = cast_cell(a[0], at, dt); break;
+	case IR_OP_SIN: r.f = sin(x); break;
+	case IR_OP_COS: r.f = cos(x); break;
+	case IR_OP_ASIN: r.f = asin(x); break;
+	case IR_OP_ACOS: r.f = acos(x); break;
+	case IR_OP_ATAN: r.f = atan(x); break;
+	case IR_OP_ASINH: r.f = asinh(x); break;
+	case IR_OP_ACOSH: r.f = acosh(x); break;
+	case IR_OP_EXPM1: r.f = expm1(x); break;
+	case IR_OP_ATAN2: r.f = atan2(x, y); break; /* Atan2(y, x) */
 	case IR_OP_BROADCAST_TO:
 	case IR_OP_RESHAPE: r = a[0]; break;
 	case IR_OP_EXPAND_DIMS:
@@ -477,6 +486,7 @@ op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
 	case IR_OP_CUM_SUM:
 	case IR_OP_CUM_PROD:
 	case IR_OP_POOL2D:
+	case IR_OP_ADD_N: /* addn() */
 	case IR_OP_COUNT: KC_ASSERT(!"not elementwise"); break;
 	}
 	return r;
@@ -618,13 +628,19 @@ reduce(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 	const Cell *x = I->val[u->id];
 	const uint8_t *tx = I->tie[u->id];
 	KcDtype at = u->dtype, dt = out->dtype;
+	IrOp op = nd->op;
+	/* a bool input of Reduce* reduces in the output dtype (a count, any,
+	 * all); a bool result of a sum saturates (any) when rounded to bool */
+	bool conv = at == KC_DT_BOOL && dt != KC_DT_BOOL && op != IR_OP_ELEM_ANY &&
+	            op != IR_OP_ELEM_ALL;
+	if (conv)
+		at = dt;
 	bool red[KC_MAX_RANK] = {false}, fl = isfl(at), sg = issigned(at);
 	int64_t idx[KC_MAX_RANK] = {0};
 	Cell id = {.i = 0};
 
 	for (int a = 0; a < nd->attrs.naxis; a++)
 		red[nd->attrs.axis[a]] = true;
-	IrOp op = nd->op;
 	if (op == IR_OP_REDUCE_PROD) {
 		if (fl)
 			id.f = 1.0;
@@ -650,7 +666,7 @@ reduce(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 		for (int d = 0; d < u->rank; d++)
 			if (!red[d])
 				o = o * u->shape[d] + idx[d];
-		Cell a = x[e], *acc = &r[o];
+		Cell a = conv ? cast_cell(x[e], KC_DT_BOOL, dt) : x[e], *acc = &r[o];
 		bool nz = fl ? a.f != 0 : a.u != 0; /* NaN != 0 */
 		if (op == IR_OP_REDUCE_SUM) {
 			if (fl)
@@ -682,6 +698,36 @@ reduce(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 			r[e] = cast_cell(r[e], KC_DT_BOOL, dt);
 		else
 			r[e] = round_cell(r[e], dt);
+	}
+}
+
+/* AddN: ((x0 + x1) + x2) + ... with numpy broadcasting, each partial sum
+ * rounded to the dtype (what a chain of Adds gives). */
+static void
+addn(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
+{
+	const IrValue *out = nd->out[0];
+	bool fl = isfl(out->dtype);
+
+	for (int k = 0; k < nd->nin; k++) {
+		const IrValue *u = nd->in[k];
+		const Cell *x = I->val[u->id];
+		const uint8_t *tx = I->tie[u->id];
+		int64_t idx[KC_MAX_RANK] = {0}, s[KC_MAX_RANK];
+		bstrides(u, out, s);
+		for (int64_t e = 0; e < out->numel; e++, next_idx(idx, out)) {
+			int64_t o = 0;
+			for (int d = 0; d < out->rank; d++)
+				o += idx[d] * s[d];
+			if (k == 0)
+				r[e] = x[o];
+			else if (fl)
+				r[e].f = round_fl(r[e].f + x[o].f, out->dtype);
+			else
+				r[e].i = wrap(r[e].u + x[o].u, out->dtype);
+			if (tout && tx)
+				tout[e] |= tx[o];
+		}
 	}
 }
 
@@ -1053,6 +1099,16 @@ eval_struct(Interp *I, const IrNode *nd, Cell *r)
 	case IR_OP_CAST:
 	case IR_OP_BROADCAST_TO:
 	case IR_OP_RESHAPE:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_ASIN:
+	case IR_OP_ACOS:
+	case IR_OP_ATAN:
+	case IR_OP_ASINH:
+	case IR_OP_ACOSH:
+	case IR_OP_EXPM1:
+	case IR_OP_ATAN2:
+	case IR_OP_ADD_N:
 	case IR_OP_COUNT: KC_ASSERT(!"elementwise"); return KC_OK;
 	}
 	/* index remapping: output element e reads element o of operand k */
@@ -1069,10 +1125,16 @@ eval_struct(Interp *I, const IrNode *nd, Cell *r)
 				j[d] = idx[d + out->rank - u->rank] % u->shape[d];
 			o = lin(j, u);
 		} else if (op == IR_OP_STRIDED_SLICE) {
-			for (int d = 0, q = 0; d < u->rank; d++)
-				j[d] = (at->shrink >> d & 1)
-				           ? at->begin[d]
-				           : at->begin[d] + idx[q++] * at->strides[d];
+			/* output dims in new_axes read no input dim */
+			for (int d = 0, q = 0; d < u->rank; d++) {
+				if (at->shrink >> d & 1) {
+					j[d] = at->begin[d];
+					continue;
+				}
+				while (at->new_axes >> q & 1)
+					q++;
+				j[d] = at->begin[d] + idx[q++] * at->strides[d];
+			}
 			o = lin(j, u);
 		} else if (op == IR_OP_CONCAT) {
 			memcpy(j, idx, sizeof j);
@@ -1123,6 +1185,13 @@ eval_node(Interp *I, const IrNode *nd)
 	if (!(r = alloc_cells(I, out)))
 		return I->err->status;
 	I->val[out->id] = r;
+	if (nd->op == IR_OP_ADD_N) {
+		uint8_t *tout;
+		KcStatus ts = tie_out(I, nd, &tout);
+		if (ts == KC_OK)
+			addn(I, nd, r, tout);
+		return ts;
+	}
 	if (ir_op_info[nd->op].kind != OPK_ELEMWISE && nd->op != IR_OP_BROADCAST_TO &&
 	    nd->op != IR_OP_RESHAPE)
 		return eval_struct(I, nd, r);
@@ -1299,7 +1368,8 @@ rng_next(uint64_t *s)
 }
 
 /* Marks the values that reach a Log/Sqrt/Rsqrt/Pow/Reciprocal operand or a
- * divisor (as tests/http/test_corpus.py does): they get positive inputs. */
+ * divisor (as tests/http/test_corpus.py does): they get positive inputs
+ * (need 1); Asin/ACos operands get [-1, 1) (2), Acosh operands >= 1 (3). */
 static void
 mark_positive(const IrGraph *g, char *need)
 {
@@ -1316,6 +1386,22 @@ mark_positive(const IrGraph *g, char *need)
 		case IR_OP_FLOOR_DIV:
 		case IR_OP_FLOOR_MOD:
 		case IR_OP_MOD: need[nd->in[1]->id] = 1; break;
+		case IR_OP_ASIN:
+		case IR_OP_ACOS: /* in [-1, 1) */
+			if (!need[nd->in[0]->id])
+				need[nd->in[0]->id] = 2;
+			break;
+		case IR_OP_ACOSH: /* >= 1 */
+			if (!need[nd->in[0]->id])
+				need[nd->in[0]->id] = 3;
+			break;
+		case IR_OP_SIN:
+		case IR_OP_COS:
+		case IR_OP_ATAN:
+		case IR_OP_ASINH:
+		case IR_OP_EXPM1:
+		case IR_OP_ATAN2:
+		case IR_OP_ADD_N:
 		case IR_OP_ADD:
 		case IR_OP_SUB:
 		case IR_OP_MUL:
@@ -1373,7 +1459,8 @@ mark_positive(const IrGraph *g, char *need)
 		}
 		if (need[nd->out[0]->id])
 			for (int k = 0; k < nd->nin; k++)
-				need[nd->in[k]->id] = 1;
+				if (!need[nd->in[k]->id] || need[nd->out[0]->id] == 1)
+					need[nd->in[k]->id] = need[nd->out[0]->id];
 	}
 }
 
@@ -1417,7 +1504,7 @@ kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *co
 	mark_indices(g, bound);
 	for (int i = 0; i < g->ninputs; i++) {
 		const IrValue *x = g->inputs[i];
-		bool pos = need[x->id];
+		int pos = need[x->id]; /* 1: positive, 2: in [-1, 1), 3: >= 1 */
 		for (int64_t e = 0; e < x->numel; e++) {
 			uint64_t r = rng_next(&s);
 			Cell cell;
@@ -1429,7 +1516,11 @@ kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *co
 					cell.f = (double)cell.i;
 			} else if (isfl(x->dtype)) {
 				double u = (double)(r >> 11) * 0x1p-53; /* [0, 1) */
-				cell.f = round_fl(pos ? 0.5 + 1.5 * u : -2.0 + 4.0 * u, x->dtype);
+				cell.f = round_fl(pos == 1   ? 0.5 + 1.5 * u
+				                  : pos == 2 ? -1.0 + 2.0 * u
+				                  : pos == 3 ? 1.0 + 1.5 * u
+				                             : -2.0 + 4.0 * u,
+				                  x->dtype);
 			} else {
 				int64_t lo = pos || !issigned(x->dtype) ? 1 : -5;
 				cell.i = lo + (int64_t)(r % (uint64_t)(6 - lo));

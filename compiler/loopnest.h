@@ -22,14 +22,17 @@
 #include "internal.h"
 
 /* ---- index expressions ------------------------------------------------ */
-typedef enum LnIdxKind { LNI_CONST, LNI_VAR, LNI_ADD, LNI_MUL, LNI_DIV, LNI_MOD } LnIdxKind;
+/* RSUB is c - a with 0 <= a <= c (a reversed walk, StridedSlice with a
+ * negative stride); the simplifier treats it as an opaque non-negative leaf,
+ * like DIV and MOD, so every index stays non-negative. */
+typedef enum LnIdxKind { LNI_CONST, LNI_VAR, LNI_ADD, LNI_MUL, LNI_DIV, LNI_MOD, LNI_RSUB } LnIdxKind;
 
 typedef struct LnIdx LnIdx;
 struct LnIdx {
 	LnIdxKind kind;
 	int64_t c;    /* CONST: value; MUL/DIV/MOD: the constant right operand */
 	int var;      /* VAR */
-	LnIdx *a, *b; /* ADD: a + b; MUL/DIV/MOD: a op c */
+	LnIdx *a, *b; /* ADD: a + b; MUL/DIV/MOD: a op c; RSUB: c - a */
 };
 
 /* ---- value expressions -------------------------------------------------- */
@@ -235,6 +238,7 @@ LnIdx *ln_idx_add(LoopNest *ln, LnIdx *a, LnIdx *b);
 LnIdx *ln_idx_mul(LoopNest *ln, LnIdx *a, int64_t c);
 LnIdx *ln_idx_div(LoopNest *ln, LnIdx *a, int64_t c);
 LnIdx *ln_idx_mod(LoopNest *ln, LnIdx *a, int64_t c);
+LnIdx *ln_idx_rsub(LoopNest *ln, int64_t c, LnIdx *a); /* c - a, 0 <= a <= c */
 int64_t ln_idx_max(const LoopNest *ln, const LnIdx *x); /* inclusive bound */
 bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
 
@@ -298,7 +302,24 @@ void sched_default_knobs(const KcTarget *t, KcKnobs *out);
 KcStatus emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *err);
 
 /* ---- emit_math.c: branch-free, vectorisable math as IR -------------------- */
-typedef enum MathFn { MATH_EXP, MATH_LOG, MATH_TANH, MATH_ERF, MATH_POW, MATH_COUNT } MathFn;
+typedef enum MathFn {
+	MATH_EXP,
+	MATH_LOG,
+	MATH_TANH,
+	MATH_ERF,
+	MATH_POW,
+	/* float32 runs these in double with float-grade polynomials */
+	MATH_SIN,
+	MATH_COS,
+	MATH_ASIN,
+	MATH_ACOS,
+	MATH_ATAN,
+	MATH_ATAN2, /* atan2(y, x): args[0] = y */
+	MATH_ASINH,
+	MATH_ACOSH,
+	MATH_EXPM1,
+	MATH_COUNT
+} MathFn;
 /* Calls f on args (float or double scalars; pow takes two) through the
  * module's outlined internal function, built on first use. width > 1 (the
  * vector width of the enclosing loop) also builds the <width x T> variant

@@ -98,6 +98,7 @@ ln_idx_max(const LoopNest *ln, const LnIdx *x)
 	case LNI_MUL: return ln_idx_max(ln, x->a) * x->c;
 	case LNI_DIV: return ln_idx_max(ln, x->a) / x->c;
 	case LNI_MOD: m = ln_idx_max(ln, x->a); return m < x->c - 1 ? m : x->c - 1;
+	case LNI_RSUB: return x->c; /* a >= 0 */
 	}
 	KC_ASSERT(0);
 	return 0;
@@ -117,7 +118,8 @@ ln_idx_equal(const LnIdx *x, const LnIdx *y)
 	case LNI_ADD: return ln_idx_equal(x->a, y->a) && ln_idx_equal(x->b, y->b);
 	case LNI_MUL:
 	case LNI_DIV:
-	case LNI_MOD: return x->c == y->c && ln_idx_equal(x->a, y->a);
+	case LNI_MOD:
+	case LNI_RSUB: return x->c == y->c && ln_idx_equal(x->a, y->a);
 	}
 	return false;
 }
@@ -137,6 +139,7 @@ idx_cmp(const LnIdx *x, const LnIdx *y)
 	case LNI_MUL:
 	case LNI_DIV:
 	case LNI_MOD:
+	case LNI_RSUB:
 		if (x->c != y->c)
 			return x->c < y->c ? -1 : 1;
 		return idx_cmp(x->a, y->a);
@@ -173,7 +176,8 @@ flatten(const LnIdx *x, int64_t k, Term *t, int *n, int64_t *c)
 	case LNI_MUL: flatten(x->a, k * x->c, t, n, c); return;
 	case LNI_VAR:
 	case LNI_DIV:
-	case LNI_MOD: add_term(t, n, (LnIdx *)x, k); return;
+	case LNI_MOD:
+	case LNI_RSUB: add_term(t, n, (LnIdx *)x, k); return;
 	}
 }
 
@@ -327,7 +331,7 @@ ln_idx_mod(LoopNest *ln, LnIdx *a, int64_t k)
 		return a;
 	if (a->kind == LNI_MOD && a->c % k == 0)
 		return ln_idx_mod(ln, a->a, k);
-	if (a->kind == LNI_VAR || a->kind == LNI_DIV || a->kind == LNI_MOD)
+	if (a->kind == LNI_VAR || a->kind == LNI_DIV || a->kind == LNI_MOD || a->kind == LNI_RSUB)
 		return node(ln, LNI_MOD, a, NULL, k, -1);
 	flatten(a, 1, t, &n, &c);
 	for (int i = 0; i < n; i++)
@@ -337,6 +341,18 @@ ln_idx_mod(LoopNest *ln, LnIdx *a, int64_t k)
 	if (ln_idx_max(ln, rest) < k)
 		return rest;
 	return node(ln, LNI_MOD, rest, NULL, k, -1);
+}
+
+/* c - a for an index a with 0 <= a <= c (every value a takes; its
+ * ln_idx_max bound may be looser, so it is not asserted). */
+LnIdx *
+ln_idx_rsub(LoopNest *ln, int64_t c, LnIdx *a)
+{
+	if (a->kind == LNI_CONST)
+		return ln_idx_const(ln, c - a->c);
+	if (a->kind == LNI_RSUB && a->c == c)
+		return a->a; /* c - (c - x) */
+	return node(ln, LNI_RSUB, a, NULL, c, -1);
 }
 
 /* Row-major flat index of idx[] in shape. */
@@ -473,7 +489,7 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 	LnIdx *j[KC_MAX_RANK];
 	KcDtype want = v->dtype;
 
-	KC_ASSERT(nd->nin <= 3);
+	KC_ASSERT(nd->nin <= 3 || nd->op == IR_OP_ADD_N);
 	switch (nd->op) {
 	case IR_OP_TRANSPOSE: {
 		const IrValue *u = nd->in[0];
@@ -492,16 +508,23 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 		return e ? coerce(ln, e, v->dtype) : NULL;
 	}
 	case IR_OP_STRIDED_SLICE: {
+		/* begin + i * stride, or begin - i * |stride| (a reversed walk);
+		 * output dims in new_axes are size-1 dims no input dim reads */
 		const IrValue *u = nd->in[0];
 		int o = 0;
 		for (int k = 0; k < u->rank; k++) {
-			LnIdx *b = ln_idx_const(ln, nd->attrs.begin[k]);
+			int64_t b0 = nd->attrs.begin[k], s = nd->attrs.strides[k];
+			LnIdx *b = ln_idx_const(ln, b0);
 			if (nd->attrs.shrink >> k & 1) {
 				j[k] = b;
 				continue;
 			}
+			while (o < v->rank && (nd->attrs.new_axes >> o & 1))
+				o++;
 			KC_ASSERT(o < v->rank);
-			j[k] = ln_idx_add(ln, b, ln_idx_mul(ln, idx[o++], nd->attrs.strides[k]));
+			j[k] = s >= 0 ? ln_idx_add(ln, b, ln_idx_mul(ln, idx[o], s))
+			              : ln_idx_rsub(ln, b0, ln_idx_mul(ln, idx[o], -s));
+			o++;
 		}
 		LnExpr *e = value_at(L, u, j);
 		return e ? coerce(ln, e, v->dtype) : NULL;
@@ -599,6 +622,21 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 		LnExpr *e = operand_at(L, v, nd->in[0], idx);
 		return e ? coerce(ln, e, v->dtype) : NULL;
 	}
+	case IR_OP_ADD_N: { /* ((x0 + x1) + x2) + ..., each broadcast */
+		LnExpr *acc = NULL;
+		for (int i = 0; i < nd->nin; i++) {
+			LnExpr *x = operand_at(L, v, nd->in[i], idx);
+			if (!x)
+				return NULL;
+			x = coerce(ln, x, v->dtype);
+			if (acc) {
+				LnExpr *two[2] = {acc, x};
+				x = expr_op(ln, IR_OP_ADD, v->dtype, 2, two);
+			}
+			acc = x;
+		}
+		return acc;
+	}
 	case IR_OP_GREATER:
 	case IR_OP_GREATER_EQUAL:
 	case IR_OP_LESS:
@@ -637,6 +675,15 @@ node_at(Lower *L, const IrValue *v, LnIdx **idx)
 	case IR_OP_ROUND:
 	case IR_OP_SIGN:
 	case IR_OP_SELECT:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_ASIN:
+	case IR_OP_ACOS:
+	case IR_OP_ATAN:
+	case IR_OP_ASINH:
+	case IR_OP_ACOSH:
+	case IR_OP_EXPM1:
+	case IR_OP_ATAN2:
 	case IR_OP_COUNT: break;
 	}
 	for (int i = 0; i < nd->nin; i++) {
@@ -723,6 +770,7 @@ affine(const LnIdx *x, int64_t k, const int *pos, Affine *a)
 	case LNI_MUL: affine(x->a, k * x->c, pos, a); return;
 	case LNI_DIV:
 	case LNI_MOD:
+	case LNI_RSUB:
 		a->ok = false; /* not affine; the caller pins its vars */
 		return;
 	}
@@ -744,7 +792,8 @@ pin_vars(const LnIdx *x, const int *pos, bool *pinned)
 		return;
 	case LNI_MUL:
 	case LNI_DIV:
-	case LNI_MOD: pin_vars(x->a, pos, pinned); return;
+	case LNI_MOD:
+	case LNI_RSUB: pin_vars(x->a, pos, pinned); return;
 	}
 }
 
@@ -1041,6 +1090,16 @@ red_combine(IrOp op)
 	case IR_OP_CUM_SUM:
 	case IR_OP_CUM_PROD:
 	case IR_OP_POOL2D:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_ASIN:
+	case IR_OP_ACOS:
+	case IR_OP_ATAN:
+	case IR_OP_ASINH:
+	case IR_OP_ACOSH:
+	case IR_OP_EXPM1:
+	case IR_OP_ATAN2:
+	case IR_OP_ADD_N:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(0 && "not a reduction");
@@ -1124,6 +1183,8 @@ static void
 red_store(LoopNest *ln, LnStage *st, IrOp red_op, int buf, LnIdx *sidx, LnExpr *value,
           const char *name, int64_t numel)
 {
+	if (value->dtype == KC_DT_BOOL && red_op == IR_OP_ADD)
+		red_op = IR_OP_MAXIMUM; /* a bool sum saturates: any */
 	st->red_op = red_op;
 	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
 	st->nstores = 1;
@@ -1907,7 +1968,8 @@ idx_vars_bound(const LnIdx *x, const bool *bound)
 	case LNI_ADD: return idx_vars_bound(x->a, bound) && idx_vars_bound(x->b, bound);
 	case LNI_MUL:
 	case LNI_DIV:
-	case LNI_MOD: return idx_vars_bound(x->a, bound);
+	case LNI_MOD:
+	case LNI_RSUB: return idx_vars_bound(x->a, bound);
 	}
 	return false;
 }

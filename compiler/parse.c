@@ -46,10 +46,10 @@ typedef struct Parser {
 static const char *const later_ops[] = {
 	"ReduceMean", "AssignAdd",
 	"StridedSliceV2", "GatherNd",
-	"TensorScatterAdd", "UnsortedSegmentSum", "AddN", "Complex",
+	"TensorScatterAdd", "UnsortedSegmentSum", "Complex",
 	"CReal", "CImag", "PadAkg", "UnPadAkg", "TransData",
-	"LayoutTransform", "EquivFormat", "StandardNormal", "Asinh", "Acosh", "Sin",
-	"Cos", "Asin", "ACos", "Atan", "Atan2", "Expm1", "FastGeLU", "GeLU", "Gelu",
+	"LayoutTransform", "EquivFormat", "StandardNormal",
+	"FastGeLU", "GeLU", "Gelu",
 	"AddMinValue", "ZerosLike", "SelectGE",
 	"SelectGT", "SelectLE", "SelectLT", "Sigmoid", "ReLU", "Relu", "Softmax",
 	"LogSoftmax", "BiasAdd", "BiasAddGrad", "tuple_getitem", "TupleGetItem",
@@ -578,9 +578,11 @@ set_shape(IrValue *out, const int64_t *shape, int rank)
 }
 
 /* Reduce*: axis (int | list, negative from the end, [] or absent = all),
- * keep_dims (bool). */
+ * keep_dims (bool). A bool input reduces in the declared output dtype, as
+ * numpy does with dtype=: ReduceSum to int32 counts, to bool is any;
+ * ReduceMax any, ReduceMin and ReduceProd all. */
 static KcStatus
-infer_reduce(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
+infer_reduce(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char *w_in)
 {
 	IrValue *in = nd->in[0], *out = nd->out[0];
 	IrAttrs *at = &nd->attrs;
@@ -590,9 +592,6 @@ infer_reduce(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 	bool red[KC_MAX_RANK] = {false};
 	int n = 0, r = 0;
 
-	if (in->dtype == KC_DT_BOOL)
-		return kc_fail(p->err, KC_UNSUPPORTED_DTYPE, w_in, "%s is not defined on bool",
-		               ir_op_info[nd->op].name);
 	if (ax && !cJSON_IsNull(ax) && !int_list(ax, l, &n))
 		return kc_fail(p->err, KC_BAD_GRAPH, w, "axis must be an int or a list of ints");
 	for (int k = 0; k < n; k++) {
@@ -618,72 +617,117 @@ infer_reduce(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 		else if (at->keep_dims)
 			shape[r++] = 1;
 	}
-	out->dtype = in->dtype;
+	out->dtype = in->dtype == KC_DT_BOOL ? decl->dtype : in->dtype;
 	set_shape(out, shape, r);
 	return KC_OK;
 }
 
-/* StridedSlice: begin/end/strides (lists, shorter than the rank = the rest
- * whole), begin_mask/end_mask/shrink_axis_mask; positive strides only. */
+/* StridedSlice (TF/numpy semantics): begin, end, strides are lists of one
+ * length, the spec; masks are ints over spec entries. Entry i is, in this
+ * order of precedence: the ellipsis (the first ellipsis_mask bit: as many
+ * whole input dims as the other entries leave), a new axis (new_axis_mask:
+ * a size-1 output dim that reads no input dim), a shrunk index
+ * (shrink_axis_mask: the input dim is read at begin, negative from the end,
+ * and dropped), or a range begin:end:stride (begin_mask/end_mask: from the
+ * first/to the last element in the stride's direction; negative bounds
+ * count from the end; bounds are clamped). Input dims after the spec are
+ * whole. A zero stride and an empty range are refused (shapes have no 0). */
 static KcStatus
 infer_slice(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 {
 	IrValue *in = nd->in[0], *out = nd->out[0];
 	IrAttrs *at = &nd->attrs;
-	const char *wb = w_in, *we = w_in, *ws = w_in, *w = w_in;
+	const char *wb = w_in, *we = w_in, *ws = w_in, *w;
 	const cJSON *jb = attr_get(oa, "begin", &wb), *je = attr_get(oa, "end", &we);
 	const cJSON *js = attr_get(oa, "strides", &ws);
 	int64_t b[KC_MAX_RANK], e[KC_MAX_RANK], st[KC_MAX_RANK], shape[KC_MAX_RANK];
-	int nb = 0, ne = 0, ns = 0, r = 0;
-	int64_t bm, em, sm, elm, nam;
+	int nb = 0, ne = 0, ns = 0, r = 0, d = 0, ell = -1, nreal = 0;
+	int64_t mask[5];
+	static const char *const mname[5] = {"begin_mask", "end_mask", "shrink_axis_mask",
+	                                     "ellipsis_mask", "new_axis_mask"};
 
-	if (!jb || !int_list(jb, b, &nb) || nb > in->rank)
+	if (!jb || !int_list(jb, b, &nb))
 		return kc_fail(p->err, KC_BAD_GRAPH, wb, "begin must be a list of at most %d ints",
-		               in->rank);
+		               KC_MAX_RANK);
 	if (!je || !int_list(je, e, &ne) || ne != nb)
 		return kc_fail(p->err, KC_BAD_GRAPH, we, "end must be a list of %d ints", nb);
 	if (js && !cJSON_IsNull(js) && (!int_list(js, st, &ns) || ns != nb))
 		return kc_fail(p->err, KC_BAD_GRAPH, ws, "strides must be a list of %d ints", nb);
 	if (!js || cJSON_IsNull(js))
-		for (int d = 0; d < nb; d++)
-			st[d] = 1;
-	if (!int_attr(attr_get(oa, "begin_mask", &w), 0, &bm) ||
-	    !int_attr(attr_get(oa, "end_mask", &w), 0, &em) ||
-	    !int_attr(attr_get(oa, "shrink_axis_mask", &w), 0, &sm))
-		return kc_fail(p->err, KC_BAD_GRAPH, w, "slice masks must be ints");
-	if (!int_attr(attr_get(oa, "ellipsis_mask", &w), 0, &elm) || elm != 0)
-		return kc_fail(p->err, KC_UNSUPPORTED, w, "ellipsis_mask is not supported");
-	if (!int_attr(attr_get(oa, "new_axis_mask", &w), 0, &nam) || nam != 0)
-		return kc_fail(p->err, KC_UNSUPPORTED, w, "new_axis_mask is not supported");
-	for (int d = 0; d < in->rank; d++) {
-		int64_t dim = in->shape[d], s1 = d < nb ? st[d] : 1;
-		int64_t lo = d < nb && !(bm >> d & 1) ? b[d] : 0;
-		int64_t hi = d < nb && !(em >> d & 1) ? e[d] : dim;
-		if (s1 == 0)
-			return kc_fail(p->err, KC_BAD_GRAPH, ws, "stride %d is 0", d);
-		if (s1 < 0)
-			return kc_fail(p->err, KC_UNSUPPORTED, ws,
-			               "negative strides are not supported");
-		if (d < nb && (sm >> d & 1)) {
-			lo = b[d] < 0 ? b[d] + dim : b[d];
-			if (lo < 0 || lo >= dim)
-				return kc_fail(p->err, KC_BAD_GRAPH, wb,
-				               "shrunk index %" PRId64 " is out of range", b[d]);
-			at->shrink |= 1u << d;
-			at->begin[d] = lo;
-			at->strides[d] = 1;
+		for (int i = 0; i < nb; i++)
+			st[i] = 1;
+	for (int k = 0; k < 5; k++) {
+		w = w_in;
+		if (!int_attr(attr_get(oa, mname[k], &w), 0, &mask[k]) || mask[k] < 0)
+			return kc_fail(p->err, KC_BAD_GRAPH, w, "%s must be an int >= 0", mname[k]);
+	}
+	int64_t bm = mask[0], em = mask[1], sm = mask[2], elm = mask[3], nam = mask[4];
+	for (int i = 0; i < nb && ell < 0; i++)
+		if (elm >> i & 1)
+			ell = i;
+	for (int i = 0; i < nb; i++)
+		nreal += i != ell && !(nam >> i & 1);
+	if (nreal > in->rank)
+		return kc_fail(p->err, KC_BAD_GRAPH, wb, "the slice indexes %d dims of a rank-%d input",
+		               nreal, in->rank);
+	for (int i = 0; i <= nb; i++) {
+		int whole = 0;
+		if (i == nb) /* the dims after the spec (no ellipsis) */
+			whole = ell < 0 ? in->rank - d : 0;
+		else if (i == ell)
+			whole = in->rank - nreal;
+		else if (nam >> i & 1) {
+			if (r >= KC_MAX_RANK)
+				return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d",
+				               KC_MAX_RANK);
+			at->new_axes |= 1u << r;
+			shape[r++] = 1;
 			continue;
 		}
-		lo = lo < 0 ? lo + dim : lo;
-		hi = hi < 0 ? hi + dim : hi;
-		lo = lo < 0 ? 0 : lo > dim ? dim : lo;
-		hi = hi < 0 ? 0 : hi > dim ? dim : hi;
-		if (hi <= lo)
+		if (i == nb || i == ell) {
+			for (int k = 0; k < whole; k++, d++) {
+				if (r >= KC_MAX_RANK)
+					return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d",
+					               KC_MAX_RANK);
+				at->begin[d] = 0;
+				at->strides[d] = 1;
+				shape[r++] = in->shape[d];
+			}
+			continue;
+		}
+		int64_t dim = in->shape[d], s1 = st[i], lo, hi, n;
+		if (s1 == 0)
+			return kc_fail(p->err, KC_BAD_GRAPH, ws, "stride %d is 0", i);
+		if (sm >> i & 1) {
+			lo = b[i] < 0 ? b[i] + dim : b[i];
+			if (lo < 0 || lo >= dim)
+				return kc_fail(p->err, KC_BAD_GRAPH, wb,
+				               "shrunk index %" PRId64 " is out of range", b[i]);
+			at->shrink |= 1u << d;
+			at->begin[d++] = lo;
+			at->strides[d - 1] = 1;
+			continue;
+		}
+		lo = b[i] < 0 ? b[i] + dim : b[i];
+		hi = e[i] < 0 ? e[i] + dim : e[i];
+		if (s1 > 0) {
+			lo = bm >> i & 1 ? 0 : lo < 0 ? 0 : lo > dim ? dim : lo;
+			hi = em >> i & 1 ? dim : hi < 0 ? 0 : hi > dim ? dim : hi;
+			n = hi > lo ? (hi - lo + s1 - 1) / s1 : 0;
+		} else {
+			lo = bm >> i & 1 ? dim - 1 : lo < -1 ? -1 : lo > dim - 1 ? dim - 1 : lo;
+			hi = em >> i & 1 ? -1 : hi < -1 ? -1 : hi > dim - 1 ? dim - 1 : hi;
+			n = lo > hi ? (lo - hi - s1 - 1) / -s1 : 0;
+		}
+		if (n == 0)
 			return kc_fail(p->err, KC_BAD_SHAPE, wb, "dim %d of the slice is empty", d);
+		if (r >= KC_MAX_RANK)
+			return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d", KC_MAX_RANK);
 		at->begin[d] = lo;
-		at->strides[d] = s1;
-		shape[r++] = (hi - lo + s1 - 1) / s1;
+		at->strides[d++] = s1;
+		shape[r++] = n;
 	}
+	KC_ASSERT(d == in->rank);
 	at->nlist = in->rank;
 	out->dtype = in->dtype;
 	set_shape(out, shape, r);
@@ -1174,7 +1218,7 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 	case IR_OP_REDUCE_SUM:
 	case IR_OP_REDUCE_MAX:
 	case IR_OP_REDUCE_MIN:
-	case IR_OP_REDUCE_PROD: return infer_reduce(p, nd, oa, w_in);
+	case IR_OP_REDUCE_PROD: return infer_reduce(p, nd, decl, oa, w_in);
 	case IR_OP_ELEM_ANY:
 	case IR_OP_ELEM_ALL:
 		/* any/all elements non-zero, as a [1] of the declared dtype */
@@ -1395,6 +1439,16 @@ infer_struct(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
 	case IR_OP_CAST:
 	case IR_OP_BROADCAST_TO:
 	case IR_OP_RESHAPE:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_ASIN:
+	case IR_OP_ACOS:
+	case IR_OP_ATAN:
+	case IR_OP_ASINH:
+	case IR_OP_ACOSH:
+	case IR_OP_EXPM1:
+	case IR_OP_ATAN2:
+	case IR_OP_ADD_N:
 	case IR_OP_COUNT: break;
 	}
 	KC_ASSERT(0 && "not a structural op");
@@ -1470,8 +1524,24 @@ infer(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const char 
 	case IR_OP_IS_NAN:
 	case IR_OP_IS_INF:
 	case IR_OP_IS_FINITE:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_ASIN:
+	case IR_OP_ACOS:
+	case IR_OP_ATAN:
+	case IR_OP_ASINH:
+	case IR_OP_ACOSH:
+	case IR_OP_EXPM1:
+	case IR_OP_ATAN2:
+	case IR_OP_ADD_N:
 		if (nd->nin == 2 && (st = unify(p, in[0], in[1], w_in)) != KC_OK)
 			return st;
+		for (int k = 1; k < nd->nin && nd->op == IR_OP_ADD_N; k++)
+			if (in[k]->dtype != in[0]->dtype)
+				return kc_fail(p->err, KC_BAD_GRAPH, w_in,
+				               "AddN operands differ in dtype: %s and %s",
+				               kc_dtype_info[in[0]->dtype].name,
+				               kc_dtype_info[in[k]->dtype].name);
 		if (oi->flags & OPF_LOGICAL) {
 			for (int k = 0; k < nd->nin; k++)
 				if (in[k]->dtype != KC_DT_BOOL)
@@ -1693,6 +1763,16 @@ attr_inputs(IrOp op, int *n, int *first)
 	case IR_OP_RESHAPE:
 	case IR_OP_ASSIGN:
 	case IR_OP_INPLACE_ASSIGN:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_ASIN:
+	case IR_OP_ACOS:
+	case IR_OP_ATAN:
+	case IR_OP_ASINH:
+	case IR_OP_ACOSH:
+	case IR_OP_EXPM1:
+	case IR_OP_ATAN2:
+	case IR_OP_ADD_N:
 	case IR_OP_COUNT: break;
 	}
 	*n = 0;
@@ -1748,13 +1828,14 @@ parse_op(Parser *p, const cJSON *o, int i)
 		return kc_fail(p->err, KC_BAD_GRAPH, wi, "input_desc must be a list");
 	int n = cJSON_GetArraySize(id);
 	int k = 0;
+	bool dyn = op == IR_OP_CONCAT || op == IR_OP_ADD_N; /* one dynamic input */
 	for (const cJSON *e = id->child; e; e = e->next, k++) {
 		char wk[PTR_MAX];
 		subptr(wk, "%s/input_desc/%d", w, k);
 		if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) < 1)
 			return kc_fail(p->err, KC_BAD_GRAPH, wk,
 			               "each input is a list of one tensor");
-		if (cJSON_GetArraySize(e) > 1 && op != IR_OP_CONCAT)
+		if (cJSON_GetArraySize(e) > 1 && !dyn)
 			return kc_fail(p->err, KC_UNSUPPORTED, wk,
 			               "tuple (dynamic) inputs are not supported yet (%s)",
 			               oi->name);
@@ -1765,11 +1846,12 @@ parse_op(Parser *p, const cJSON *o, int i)
 		pop = -1;
 	if (vin && n != oi->arity + nvin)
 		vin = NULL;
-	if (op == IR_OP_CONCAT) {
+	if (dyn) {
 		/* one dynamic input: a list of the pieces */
 		if (n != 1)
 			return kc_fail(p->err, KC_BAD_GRAPH, wi,
-			               "Concat takes one input list of tensors, got %d lists", n);
+			               "%s takes one input list of tensors, got %d lists", oi->name,
+			               n);
 		n = cJSON_GetArraySize(id->child);
 	} else if (n != oi->arity && pop < 0 && !vin) {
 		return kc_fail(p->err, KC_BAD_GRAPH, wi, "%s takes %d inputs, got %d", oi->name,
@@ -1777,19 +1859,19 @@ parse_op(Parser *p, const cJSON *o, int i)
 	}
 
 	IrNode *nd = new_node(p, op, i);
-	if (op == IR_OP_CONCAT)
+	if (dyn)
 		nd->in = ARENA_ARRAY(p->a, IrValue *, n);
 	k = 0;
-	const cJSON *e = op == IR_OP_CONCAT ? id->child->child : id->child;
+	const cJSON *e = dyn ? id->child->child : id->child;
 	for (; e; e = e->next, k++) {
 		char wk[PTR_MAX];
 		const cJSON *d = e->child;
-		if (op == IR_OP_CONCAT) {
+		if (dyn) {
 			subptr(wk, "%s/input_desc/0/%d", w, k);
 			d = e;
 			if (cJSON_GetObjectItemCaseSensitive(d, "value"))
 				return kc_fail(p->err, KC_UNSUPPORTED, wk,
-				               "Concat pieces must be tensors, not constants");
+				               "%s pieces must be tensors, not constants", oi->name);
 		} else {
 			subptr(wk, "%s/input_desc/%d/0", w, k);
 		}
@@ -1872,7 +1954,7 @@ parse_op(Parser *p, const cJSON *o, int i)
 		v->nuses++;
 		nd->in[nd->nin++] = v;
 	}
-	KC_ASSERT(nd->nin == (op == IR_OP_CONCAT ? n : oi->arity));
+	KC_ASSERT(nd->nin == (dyn ? n : oi->arity));
 
 	/* attrs that restate the output */
 	if (oa.dst_type && op == IR_OP_CAST && !dst_type_matches(oa.dst_type, decl.dtype))

@@ -48,6 +48,11 @@ ln_idx_print(const LnIdx *x, KcBuf *out)
 		                                   : '%',
 		              (long long)x->c);
 		return;
+	case LNI_RSUB:
+		kc_buf_printf(out, "%lld - (", (long long)x->c);
+		ln_idx_print(x->a, out);
+		kc_buf_putc(out, ')');
+		return;
 	}
 }
 

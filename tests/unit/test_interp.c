@@ -1186,6 +1186,310 @@ kernels(void)
 	}
 }
 
+
+/* ---- issue 3 (part A): Sin ... Atan2, AddN, bool reductions, slices ------------ */
+
+/* The interpreter's new elementwise ops against libm (numpy's values). */
+static void
+trig_values(void)
+{
+	const char *f = "float32", *d = "float64";
+	check_op("Sin", 1, DT(d), d, 4, IN(N(0, 1, -2.5, 1e-20)), N(0, sin(1), sin(-2.5), 1e-20));
+	check_op("Cos", 1, DT(d), d, 3, IN(N(0, 1, INFINITY)), N(1, cos(1), NAN));
+	check_op("Asin", 1, DT(d), d, 4, IN(N(0.5, -1, 1.5, -0.0)), N(asin(0.5), -M_PI_2, NAN, -0.0));
+	check_op("ASin", 1, DT(d), d, 1, IN(N(0.25)), N(asin(0.25)));
+	check_op("ACos", 1, DT(d), d, 3, IN(N(0.5, -1, 2)), N(acos(0.5), M_PI, NAN));
+	check_op("Atan", 1, DT(d), d, 3, IN(N(1, -INFINITY, 1e300)), N(M_PI_4, -M_PI_2, M_PI_2));
+	check_op("Asinh", 1, DT(d), d, 3, IN(N(1, -2, 1e-300)), N(asinh(1), asinh(-2), 1e-300));
+	check_op("Acosh", 1, DT(d), d, 3, IN(N(1, 2, 0.5)), N(0, acosh(2), NAN));
+	/* accurate near 0, where exp(x) - 1 would cancel */
+	check_op("Expm1", 1, DT(d), d, 3, IN(N(1e-10, -1e-300, 1)),
+	         N(1.00000000005e-10, -1e-300, M_E - 1));
+	check_op("Atan2", 2, DT(d, d), d, 6, IN(N(1, 1, -0.0, 0, INFINITY, NAN), N(1, -1, -1, -0.0, 1, 1)),
+	         N(M_PI_4, 3 * M_PI_4, -M_PI, M_PI, M_PI_2, NAN));
+	/* float32 rounds the double result once */
+	check_op("Sin", 1, DT(f), f, 1, IN(N(3)), N((float)sin(3)));
+	check_op("Expm1", 1, DT(f), f, 1, IN(N(1e-6)), N((float)expm1((float)1e-6)));
+}
+
+/* Compiles json for the host and runs it serially on args. */
+static bool
+run_kernel(const char *label, const char *json, void **args)
+{
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	KcArtifact art = {0};
+	void *dl = NULL;
+	bool ok = false;
+	KcStatus st = kc_parse(c, json, strlen(json), &lim, &g, &err);
+	OKF(st == KC_OK, "%s parse: %s %s", label, err.where, err.msg);
+	if (st != KC_OK)
+		goto done;
+	KcSchedule *s = kc_schedule_default(c, g, &host);
+	KcCompileOptions o = {0};
+	st = kc_compile(c, g, &host, s, &o, &art, &err);
+	OKF(st == KC_OK, "%s compile: %s %s", label, err.where, err.msg);
+	if (st != KC_OK)
+		goto done;
+	char path[] = "/tmp/test_interp_XXXXXX.so";
+	int fd = mkstemps(path, 3);
+	if (fd < 0 || write(fd, art.object, art.object_len) != (ssize_t)art.object_len) {
+		OKF(0, "%s: cannot write the object", label);
+		if (fd >= 0)
+			close(fd);
+		goto done;
+	}
+	close(fd);
+	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	unlink(path);
+	KernelFn fn = dl ? (KernelFn)(uintptr_t)dlsym(dl, art.symbol) : NULL;
+	OKF(fn != NULL, "%s: dlopen/dlsym", label);
+	ok = fn && fn(NULL, args, NULL) == 0;
+done:
+	if (dl)
+		dlclose(dl);
+	kc_artifact_free(&art);
+	compile_ctx_free(c);
+	return ok;
+}
+
+/* The kernel of op on n inputs spread over [lo, hi] plus special values, in
+ * dtype dt, against the interpreter (libm in double, rounded once): every
+ * element within rtol relative (NaN matches NaN). */
+static void
+accuracy(const char *op, const char *dt, double lo, double hi, double rtol)
+{
+	enum { NGRID = 2051 };
+	static const double special[] = {0,     -0.0,   1e-30, -1e-30, 1e-8,   -1e-8,  0.5,
+	                                 -0.5,  1,      -1,    2,      -2,     3.14159265358979,
+	                                 100,   -1000,  1e4,   NAN,    INFINITY, -INFINITY,
+	                                 1.5707963267948966, 0.99999994, -0.99999994, 1.0000001};
+	int ns = (int)(sizeof special / sizeof special[0]), n = NGRID + ns;
+	double *x = malloc(sizeof(double) * (size_t)n);
+	for (int i = 0; i < NGRID; i++)
+		x[i] = lo + (hi - lo) * i / (NGRID - 1);
+	memcpy(x + NGRID, special, sizeof special);
+	char shape[16], label[64];
+	snprintf(shape, sizeof shape, "%d", n);
+	snprintf(label, sizeof label, "%s %s accuracy", op, dt);
+	bool half = !strcmp(dt, "float16");
+	if (half) /* float16 bits of the float32 values (interp's rounding) */
+		for (int i = 0; i < n; i++) {
+			float v = (float)x[i];
+			void *one[2] = {&v, calloc(1, 8)};
+			char *cj = one_op("Cast", 1, DT("float32"), DT("1"), "float16", "1");
+			CompileCtx *c = compile_ctx_new();
+			KcGraph *g;
+			KcLimits lim = {0};
+			KcErr err = {0};
+			if (kc_parse(c, cj, strlen(cj), &lim, &g, &err) == KC_OK &&
+			    kc_interp(c, g, one, 0, &err) == KC_OK)
+				x[i] = *(uint16_t *)one[1];
+			compile_ctx_free(c);
+			free(cj);
+			free(one[1]);
+		}
+	char *json = one_op(op, 1, DT(dt), DT(shape), dt, shape);
+	void *ka[2] = {pack(dt, x, n), calloc((size_t)n + 1, 8)};
+	void *ra[2] = {pack(dt, x, n), calloc((size_t)n + 1, 8)};
+	CompileCtx *c = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	bool ok = kc_parse(c, json, strlen(json), &lim, &g, &err) == KC_OK &&
+	          kc_interp(c, g, ra, 0, &err) == KC_OK;
+	OKF(ok, "%s: interp %s", label, err.msg);
+	ok = ok && run_kernel(label, json, ka);
+	OKF(ok, "%s: kernel runs", label);
+	int bad = 0;
+	for (int i = 0; i < n && ok; i++) {
+		double k = as_f64(dt, ka[1], i), r = as_f64(dt, ra[1], i);
+		bool same = k == r || (isnan(k) && isnan(r)) || fabs(k - r) <= rtol * fabs(r);
+		if (!same && bad++ < 3)
+			OKF(0, "%s: x = %.17g: kernel %.17g, reference %.17g (rel %.3g)", label,
+			    half ? as_f64(dt, ra[0], i) : x[i], k, r, fabs(k - r) / fabs(r));
+	}
+	OKF(ok && bad == 0, "%s: %d elements within %g (%d off)", label, n, rtol, bad);
+	compile_ctx_free(c);
+	free(json);
+	free(x);
+	for (int i = 0; i < 2; i++) {
+		free(ka[i]);
+		free(ra[i]);
+	}
+}
+
+static void
+trig_kernels(void)
+{
+	KcErr err = {0};
+	OK(kc_target_host(&host, &err) == KC_OK);
+	static const struct {
+		const char *op;
+		double lo, hi;
+	} ops[] = {
+	    {"Sin", -40, 40},      {"Cos", -40, 40},  {"Asin", -1, 1},    {"ACos", -1, 1},
+	    {"Atan", -30, 30},     {"Asinh", -50, 50}, {"Acosh", 1, 60},  {"Expm1", -3, 3},
+	    {"Expm1", -1e-3, 1e-3}, {"Sin", -1e5, 1e5},
+	};
+	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+		/* float32 runs in double: about correctly rounded */
+		accuracy(ops[i].op, "float32", ops[i].lo, ops[i].hi, 2.5e-7);
+		accuracy(ops[i].op, "float64", ops[i].lo, ops[i].hi, 4e-15);
+		accuracy(ops[i].op, "float16", ops[i].lo, ops[i].hi, 1e-3);
+	}
+	/* Atan2 over a grid of signs, zeros and infinities */
+	static const double v[] = {0, -0.0, 1, -1, 0.5, -3, 1e-300, 7e3, INFINITY, -INFINITY, NAN};
+	enum { NV = sizeof v / sizeof v[0] };
+	double y[NV * NV], x[NV * NV];
+	for (int i = 0; i < NV; i++)
+		for (int j = 0; j < NV; j++) {
+			y[i * NV + j] = v[i];
+			x[i * NV + j] = v[j];
+		}
+	const char *dts[] = {"float32", "float64"};
+	for (int t = 0; t < 2; t++) {
+		char shape[8];
+		snprintf(shape, sizeof shape, "%d", NV * NV);
+		const char *dt = dts[t];
+		char *json = one_op("Atan2", 2, DT(dt, dt), DT(shape, shape), dt, shape);
+		void *ka[3] = {pack(dt, y, NV * NV), pack(dt, x, NV * NV), calloc(NV * NV + 1, 8)};
+		bool ok = run_kernel("Atan2", json, ka);
+		int bad = 0;
+		for (int e = 0; e < NV * NV && ok; e++) {
+			double want = atan2(y[e], x[e]), got = as_f64(dt, ka[2], e);
+			if (t == 0)
+				want = (float)atan2((float)y[e], (float)x[e]);
+			bool same = (got == want && signbit(got) == signbit(want)) ||
+			            (isnan(got) && isnan(want)) ||
+			            fabs(got - want) <= 4e-15 * fabs(want) + (t ? 0 : 3e-7 * fabs(want));
+			if (!same && bad++ < 3)
+				OKF(0, "Atan2 %s(%g, %g): got %.17g want %.17g", dt, y[e], x[e], got,
+				    want);
+		}
+		OKF(ok && bad == 0, "Atan2 %s: zeros, signs, infinities, NaN (%d off)", dt, bad);
+		for (int i = 0; i < 3; i++)
+			free(ka[i]);
+		free(json);
+	}
+}
+
+static void
+addn_bool_slices(void)
+{
+	const char *f = "float32", *i32 = "int32", *b = "bool";
+	/* AddN: one dynamic input of three tensors, [2,3] + [3] + [2,1] */
+	check_graph("AddN broadcast",
+	            strdup(GRAPH("[" TD("a", "float32", "2,3") "],[" TD("b", "float32", "3") "],[" TD(
+	                             "c", "float32", "2,1") "]",
+	                         TD("y", "float32", "2,3"),
+	                         "{'name':'AddN','attr':[{'name':'n','value':3}],'input_desc':[[" TD(
+	                             "a", "float32", "2,3") "," TD("b", "float32", "3") "," TD(
+	                             "c", "float32",
+	                             "2,1") "]],'output_desc':[" TD("y", "float32", "2,3") "]}")),
+	            (void *[]){pack(f, N(1, 2, 3, 4, 5, 6), 6), pack(f, N(10, 20, 30), 3),
+	                       pack(f, N(100, 200), 2), calloc(8, 8)},
+	            3, f, 6, N(111, 122, 133, 214, 225, 236));
+	check_op_attr("AddN of one", "AddN", "null", 1, DT(i32), DT("3"), IN(N(1, -2, 3)), i32, "3",
+	              3, N(1, -2, 3));
+	/* bool reductions in the declared dtype: a count, any, all */
+	const double *bx = N(1, 0, 1, 1, 0, 0);
+	check_op_attr("ReduceSum bool -> int32", "ReduceSum", "[{'name':'axis','value':[1]}]", 1,
+	              DT(b), DT("2,3"), IN(bx), i32, "2", 2, N(2, 1));
+	check_op_attr("ReduceSum bool -> float32", "ReduceSum", "null", 1, DT(b), DT("2,3"), IN(bx), f,
+	              "1", 1, N(3));
+	check_op_attr("ReduceSum bool -> bool", "ReduceSum", "[{'name':'axis','value':[0]}]", 1,
+	              DT(b), DT("2,3"), IN(bx), b, "3", 3, N(1, 0, 1));
+	check_op_attr("ReduceProd bool -> bool", "ReduceProd", "[{'name':'axis','value':[1]}]", 1,
+	              DT(b), DT("2,3"), IN(N(1, 1, 1, 1, 0, 1)), b, "2", 2, N(1, 0));
+	check_op_attr("ReduceMax bool -> int32", "ReduceMax", "[{'name':'axis','value':[1]}]", 1,
+	              DT(b), DT("2,3"), IN(bx), i32, "2", 2, N(1, 1));
+	check_op_attr("ReduceMin bool", "ReduceMin", "[{'name':'axis','value':[1]}]", 1, DT(b),
+	              DT("2,3"), IN(N(1, 1, 1, 1, 0, 1)), b, "2", 2, N(1, 0));
+	/* StridedSlice on x[4,5] = 0..19, numpy results worked by hand */
+	const double *x20 = N(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19);
+	/* x[::-1, 3:0:-2] = rows 3,2,1,0, cols 3,1 */
+	check_op_attr("StridedSlice negative strides", "StridedSlice",
+	              "[{'name':'begin','value':[0,3]},{'name':'end','value':[0,0]},"
+	              "{'name':'strides','value':[-1,-2]},{'name':'begin_mask','value':1},"
+	              "{'name':'end_mask','value':1}]",
+	              1, DT(f), DT("4,5"), IN(x20), f, "4,2", 8, N(18, 16, 13, 11, 8, 6, 3, 1));
+	/* x[-1:-5:-3, 10::-4]: rows 3,0; cols clamp to 4, then 4,0 */
+	check_op_attr("StridedSlice negative bounds clamp", "StridedSlice",
+	              "[{'name':'begin','value':[-1,10]},{'name':'end','value':[-5,-6]},"
+	              "{'name':'strides','value':[-3,-4]}]",
+	              1, DT(f), DT("4,5"), IN(x20), f, "2,2", 4, N(19, 15, 4, 0));
+	/* x[..., 1] (ellipsis, shrink): column 1 */
+	check_op_attr("StridedSlice ellipsis + shrink", "StridedSlice",
+	              "[{'name':'begin','value':[0,1]},{'name':'end','value':[0,2]},"
+	              "{'name':'strides','value':[1,1]},{'name':'ellipsis_mask','value':1},"
+	              "{'name':'shrink_axis_mask','value':2}]",
+	              1, DT(f), DT("4,5"), IN(x20), f, "4", 4, N(1, 6, 11, 16));
+	/* x[None, 1:3, None, ::2] -> [1,2,1,3] */
+	check_op_attr("StridedSlice new axes", "StridedSlice",
+	              "[{'name':'begin','value':[0,1,0,0]},{'name':'end','value':[1,3,1,5]},"
+	              "{'name':'strides','value':[1,1,1,2]},{'name':'new_axis_mask','value':5}]",
+	              1, DT(f), DT("4,5"), IN(x20), f, "1,2,1,3", 6, N(5, 7, 9, 10, 12, 14));
+	/* x[2, ..., None]: shrink, ellipsis (dim 1 whole), new axis -> [5,1] */
+	check_op_attr("StridedSlice shrink, ellipsis, new axis", "StridedSlice",
+	              "[{'name':'begin','value':[2,0,0]},{'name':'end','value':[3,0,0]},"
+	              "{'name':'strides','value':[1,1,1]},{'name':'shrink_axis_mask','value':1},"
+	              "{'name':'ellipsis_mask','value':2},{'name':'new_axis_mask','value':4}]",
+	              1, DT(i32), DT("4,5"), IN(x20), i32, "5,1", 5, N(10, 11, 12, 13, 14));
+}
+
+/* The new ops compiled and compared with the interpreter on random data:
+ * the chains have more than MATH_INLINE_MAX math ops, so the outlined
+ * (VFABI) versions run too. */
+static const char *const new_graphs[] = {
+    GRAPH("[" F32("x", "5,37") "],[" F32("y", "37") "]", F32("o", "5,37") "," F32("p", "5,37"),
+          OP1("Sin", "null", F32("x", "5,37"), F32("s", "5,37")) "," OP1(
+              "Cos", "null", F32("x", "5,37"), F32("c", "5,37")) "," OP2("Atan2", "null",
+                                                                         F32("s", "5,37"),
+                                                                         F32("y", "37"),
+                                                                         F32("a", "5,37")) "," OP1("Expm1", "null", F32("a", "5,37"), F32("e", "5,37")) ","
+          "{'name':'AddN','attr':null,'input_desc':[[" F32("s", "5,37") "," F32(
+              "c", "5,37") "," F32("e", "5,37") "," F32("y", "37") "]],'output_desc':[" F32("o", "5,37") "]},"
+          OP1("Asinh", "null", F32("o", "5,37"), F32("h", "5,37")) "," OP1(
+              "Atan", "null", F32("h", "5,37"), F32("p", "5,37"))),
+    GRAPH("[" TD("x", "float16", "3,40") "]", TD("o", "float16", "3,40"),
+          OP1("Asin", "null", TD("x", "float16", "3,40"), TD("s", "float16", "3,40")) "," OP1(
+              "ACos", "null", TD("x", "float16", "3,40"), TD("c", "float16", "3,40")) ","
+          "{'name':'AddN','attr':null,'input_desc':[[" TD("s", "float16", "3,40") "," TD(
+              "c", "float16", "3,40") "]],'output_desc':[" TD("o", "float16", "3,40") "]}"),
+    GRAPH("[" TD("x", "float64", "70") "]", TD("o", "float64", "70"),
+          OP1("Acosh", "null", TD("x", "float64", "70"), TD("o", "float64", "70"))),
+    /* bool reductions, inner and outer axis, and a reversed slice */
+    GRAPH("[" TD("m", "bool", "6,9") "],[" F32("x", "6,9") "]",
+          TD("cnt", "int32", "6") "," TD("any", "bool", "9") "," F32("r", "3,1,9"),
+          OP1("ReduceSum", "[{'name':'axis','value':[1]}]", TD("m", "bool", "6,9"),
+              TD("cnt", "int32", "6")) "," OP1("ReduceSum", "[{'name':'axis','value':[0]}]",
+                                              TD("m", "bool", "6,9"),
+                                              TD("any", "bool", "9")) "," OP1("StridedSlice",
+              "[{'name':'begin','value':[5,0]},{'name':'end','value':[0,0]},{'name':'strides','value':[-2,-1]},"
+              "{'name':'end_mask','value':2},{'name':'begin_mask','value':2},{'name':'new_axis_mask','value':2}]",
+              F32("x", "6,9"), F32("r", "3,1,9"))),
+};
+
+static void
+new_kernels(void)
+{
+	static const char *const names[] = {"trig chain + AddN", "float16 Asin/ACos/AddN",
+	                                    "float64 Acosh", "bool reductions, reversed slice"};
+	KcErr err = {0};
+	OK(kc_target_host(&host, &err) == KC_OK);
+	for (size_t i = 0; i < sizeof new_graphs / sizeof new_graphs[0]; i++) {
+		char *j = strdup(new_graphs[i]);
+		for (char *q = j; *q; q++)
+			if (*q == '\'')
+				*q = '"';
+		OKF(differential(names[i], j, strlen(j), 7 + i), "%s compiles", names[i]);
+		free(j);
+	}
+}
+
 static void
 corpus_dir(const char *dir, int *files)
 {
@@ -1255,6 +1559,10 @@ main(void)
 	t_sub("ties", ties);
 	t_sub("argmax, cumsum, pool2d", ops_b);
 	t_sub("kernels", kernels);
+	t_sub("Sin..Atan2 values", trig_values);
+	t_sub("Sin..Atan2 kernel accuracy", trig_kernels);
+	t_sub("AddN, bool reductions, StridedSlice", addn_bool_slices);
+	t_sub("new ops compiled", new_kernels);
 	t_sub("corpus", corpus);
 	return t_done();
 }
