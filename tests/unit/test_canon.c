@@ -542,6 +542,97 @@ test_const_forms(void)
  * key; their spelling (pad vs pad_list, a pad_mode the pads override,
  * [1,1,h,w] vs [h,w], a stale format attr, kernel_size/out_channel) is
  * not. */
+
+/* Inputs a0, a1 ([6] of dt) -> op -> b; dyn: one dynamic input list. */
+static cJSON *
+op2(const char *op, const char *dt, const char *attr, bool dyn, bool swap)
+{
+	char buf[2048], t0[128], t1[128];
+	snprintf(t0, sizeof t0, "{'data_type':'%s','shape':[6],'tensor_name':'%s'}", dt,
+	         swap ? "a1" : "a0");
+	snprintf(t1, sizeof t1, "{'data_type':'%s','shape':[6],'tensor_name':'%s'}", dt,
+	         swap ? "a0" : "a1");
+	snprintf(buf, sizeof buf,
+	         "{'op':'k','input_desc':[[{'data_type':'%s','shape':[6],'tensor_name':'a0'}],"
+	         "[{'data_type':'%s','shape':[6],'tensor_name':'a1'}]],"
+	         "'output_desc':[{'data_type':'%s','shape':[6],'tensor_name':'b'}],"
+	         "'op_desc':[{'name':'%s','attr':%s,'input_desc':%s,"
+	         "'output_desc':[{'data_type':'%s','shape':[6],'tensor_name':'b'}]}]}",
+	         dt, dt, dt, op, attr, "%s", dt);
+	char body[2048], ins[512];
+	if (dyn)
+		snprintf(ins, sizeof ins, "[[%s,%s]]", t0, t1);
+	else
+		snprintf(ins, sizeof ins, "[[%s],[%s]]", t0, t1);
+	snprintf(body, sizeof body, buf, ins);
+	return jq(body);
+}
+
+/* Does the canonical form of doc (then deleted) contain s? */
+static bool
+canon_has(cJSON *doc, const char *s)
+{
+	KcDigest k;
+	char *c = NULL;
+	bool r = key_of(doc, &k, &c) && strstr(c, s) != NULL;
+	if (c && !r)
+		printf("# %s not in %.600s\n", s, c);
+	free(c);
+	cJSON_Delete(doc);
+	return r;
+}
+
+static void
+test_ops_part_a(void)
+{
+	/* AddN: noise attrs do not matter; piece order and op do */
+	OK(same_and_free(op2("AddN", "float32", "null", true, false),
+	                 op2("AddN", "float32",
+	                     "[{'name':'n','value':2},{'name':'dyn_input_sizes','value':[2]}]", true,
+	                     false)));
+	OK(!same_and_free(op2("AddN", "float32", "null", true, false),
+	                  op2("Add", "float32", "null", false, false)));
+	OK(!same_and_free(op2("AddN", "float32", "null", true, false),
+	                  op2("AddN", "float32", "null", true, true)));
+	/* Atan2 is not symmetric; ASin is Asin */
+	OK(!same_and_free(op2("Atan2", "float32", "null", false, false),
+	                  op2("Atan2", "float32", "null", false, true)));
+	OK(same_and_free(op1("ASin", "6", "6", "null", ""), op1("Asin", "6", "6", "null", "")));
+	OK(!same_and_free(op1("Sin", "6", "6", "null", ""), op1("Cos", "6", "6", "null", "")));
+	OK(!same_and_free(op1("Expm1", "6", "6", "null", ""), op1("Exp", "6", "6", "null", "")));
+	/* StridedSlice: masks and spellings that select the same elements */
+	OK(same_and_free(op1("StridedSlice", "8", "8", "{'begin':[0],'end':[0],'strides':[-1],"
+	                                               "'begin_mask':1,'end_mask':1}", ""),
+	                 op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}",
+	                     "")));
+	OK(same_and_free(op1("StridedSlice", "8", "4", "{'begin':[20],'end':[-20],'strides':[-2]}",
+	                     ""),
+	                 op1("StridedSlice", "8", "4", "{'begin':[-1],'end':[0],'strides':[-2]}",
+	                     "")));
+	OK(same_and_free(
+	    op1("StridedSlice", "2,3,4", "1,3,4", "{'begin':[1,0],'end':[2,0],'ellipsis_mask':2}",
+	        ""),
+	    op1("StridedSlice", "2,3,4", "1,3,4", "{'begin':[1],'end':[2],'strides':[1]}", "")));
+	OK(same_and_free(
+	    op1("StridedSlice", "2,3", "2,1,3",
+	        "{'begin':[0,0,0],'end':[0,0,0],'begin_mask':5,'end_mask':5,'new_axis_mask':2}", ""),
+	    op1("StridedSlice", "2,3", "2,1,3",
+	        "{'begin':[0,0],'end':[2,0],'new_axis_mask':2,'strides':[1,1]}", "")));
+	/* ... and ones that do not */
+	OK(!same_and_free(op1("StridedSlice", "8", "4", "{'begin':[7],'end':[0],'strides':[-2]}", ""),
+	                  op1("StridedSlice", "8", "4", "{'begin':[1],'end':[8],'strides':[2]}", "")));
+	OK(!same_and_free(op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}",
+	                      ""),
+	                  op1("StridedSlice", "8", "8", "{'begin':[0],'end':[8]}", "")));
+	/* new axes appear in the form only when there are some, so the keys of
+	 * older slices did not move */
+	OK(canon_has(op1("StridedSlice", "8", "1,8", "{'begin':[0,0],'end':[0,8],'new_axis_mask':1}",
+	                 ""),
+	             "\"begin\":[0],\"new_axes\":1,\"shrink_axis_mask\":0,\"strides\":[1]"));
+	OK(canon_has(op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}", ""),
+	             "{\"begin\":[7],\"shrink_axis_mask\":0,\"strides\":[-1]}"));
+}
+
 static void
 test_conv(void)
 {
@@ -731,5 +822,6 @@ main(void)
 	t_sub("reductions, layout ops, in-place writes", test_new_ops);
 	t_sub("Conv2D attrs", test_conv);
 	t_sub("Argmax, CumSum, Pool2D attrs", test_ops_b);
+	t_sub("AddN, Atan2, StridedSlice masks", test_ops_part_a);
 	return t_done();
 }

@@ -532,6 +532,153 @@ one_op(const char *op, const char *ishape, const char *oshape, const char *attr)
 	return jq(buf);
 }
 
+
+/* StridedSlice masks (TF semantics) and their errors. */
+static void
+new_slice_attrs(void)
+{
+	/* x[::-2, None, 1] on [8,6]: rows 7,5,3,1, a new axis, column 1 */
+	expect(one_op("StridedSlice", "8,6", "4,1",
+	              "[{'name':'begin','value':[0,0,1]},{'name':'end','value':[0,0,2]},"
+	              "{'name':'strides','value':[-2,1,1]},{'name':'begin_mask','value':1},"
+	              "{'name':'end_mask','value':1},{'name':'new_axis_mask','value':2},"
+	              "{'name':'shrink_axis_mask','value':4}]"),
+	       KC_OK, NULL, "negative stride, new axis, shrink");
+	/* x[None, ..., None] on [2,3,4]: [1,2,3,4,1] */
+	expect(one_op("StridedSlice", "2,3,4", "1,2,3,4,1",
+	              "{'begin':[0,0,0],'end':[0,0,0],'strides':[1,1,1],'new_axis_mask':5,"
+	              "'ellipsis_mask':2}"),
+	       KC_OK, NULL, "new axes around an ellipsis");
+	/* x[1:, ...] (ellipsis last): dims 1, 2 whole */
+	expect(one_op("StridedSlice", "2,3,4", "1,3,4",
+	              "{'begin':[1,0],'end':[2,0],'ellipsis_mask':2}"),
+	       KC_OK, NULL, "trailing ellipsis");
+	/* end beyond the dim clamps; begin_mask with a negative stride starts
+	 * at the last element */
+	expect(one_op("StridedSlice", "5", "3",
+	              "{'begin':[0],'end':[-6],'strides':[-2],'begin_mask':1}"),
+	       KC_OK, NULL, "x[::-2] of 5 is 3 elements");
+	expect(one_op("StridedSlice", "8,6", "8,6", "{'begin':[0],'end':[8],'strides':[0]}"),
+	       KC_BAD_GRAPH, "/op_desc/0/attr/strides", "stride 0");
+	expect(one_op("StridedSlice", "8,6", "8,6",
+	              "{'begin':[0],'end':[8],'new_axis_mask':-1}"),
+	       KC_BAD_GRAPH, "/op_desc/0/attr/new_axis_mask", "negative mask");
+	expect(one_op("StridedSlice", "8,6", "8,6",
+	              "{'begin':[0,0,0],'end':[1,1,1]}"),
+	       KC_BAD_GRAPH, "/op_desc/0/attr/begin", "3 indexed dims of a rank-2 input");
+	expect(one_op("StridedSlice", "8,6", "8,6",
+	              "{'begin':[0,0,0],'end':[1,1,1],'new_axis_mask':4}"),
+	       KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "new axis shape disagrees");
+	expect(one_op("StridedSlice", "8,6", "8,6",
+	              "{'begin':[0,0],'end':[0,0],'strides':[-1,1],'end_mask':2}"),
+	       KC_BAD_SHAPE, "/op_desc/0/attr/begin", "x[0:0:-1] is empty");
+	expect(one_op("StridedSlice", "2,2,2,2,2,2,2,2", "2,2,2,2,2,2,2,2",
+	              "{'begin':[0],'end':[0],'new_axis_mask':1}"),
+	       KC_TOO_LARGE, "/op_desc/0/input_desc", "a new axis beyond rank 8");
+}
+
+
+/* Inputs a0..a{nin-1} (dtype dt, shape [8]) -> op -> b (odt [8]); with
+ * dyn, the op's inputs are one dynamic list (AddN). */
+static cJSON *
+ew_doc(const char *op, const char *dt, int nin, const char *odt, bool dyn)
+{
+	char buf[4096], t[160];
+	size_t n = (size_t)snprintf(buf, sizeof buf, "{'op':'k','input_desc':[");
+	for (int i = 0; i < nin; i++)
+		n += (size_t)snprintf(buf + n, sizeof buf - n,
+		                      "%s[{'data_type':'%s','shape':[8],'tensor_name':'a%d'}]",
+		                      i ? "," : "", dt, i);
+	n += (size_t)snprintf(buf + n, sizeof buf - n,
+	                      "],'output_desc':[{'data_type':'%s','shape':[8],'tensor_name':'b'}],"
+	                      "'op_desc':[{'name':'%s','attr':null,'input_desc':[%s",
+	                      odt, op, dyn ? "[" : "");
+	for (int i = 0; i < nin; i++) {
+		snprintf(t, sizeof t, "{'data_type':'%s','shape':[8],'tensor_name':'a%d'}", dt, i);
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%s%s", i ? "," : "",
+		                      dyn ? "" : "[", t, dyn ? "" : "]");
+	}
+	snprintf(buf + n, sizeof buf - n,
+	         "%s],'output_desc':[{'data_type':'%s','shape':[8],'tensor_name':'b'}]}]}",
+	         dyn ? "]" : "", odt);
+	return jq(buf);
+}
+
+static void
+test_new_ops(void)
+{
+	static const char *const un[] = {"Sin", "Cos", "Asin", "ACos", "Atan",
+	                                 "Asinh", "Acosh", "Expm1", "ASin", "Acos"};
+	char what[64];
+	cJSON *d;
+	for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+		snprintf(what, sizeof what, "%s float16", un[i]);
+		expect(ew_doc(un[i], "float16", 1, "float16", false), KC_OK, NULL, what);
+		snprintf(what, sizeof what, "%s on int32", un[i]);
+		expect(ew_doc(un[i], "int32", 1, "int32", false), KC_UNSUPPORTED_DTYPE,
+		       "/op_desc/0/input_desc", what);
+		snprintf(what, sizeof what, "%s with 2 inputs", un[i]);
+		expect(ew_doc(un[i], "float32", 2, "float32", false), KC_BAD_GRAPH,
+		       "/op_desc/0/input_desc", what);
+	}
+	expect(ew_doc("Atan2", "bfloat16", 2, "bfloat16", false), KC_OK, NULL, "Atan2");
+	expect(ew_doc("Atan2", "float32", 1, "float32", false), KC_BAD_GRAPH,
+	       "/op_desc/0/input_desc", "Atan2 with 1 input");
+	expect(ew_doc("Atan2", "bool", 2, "bool", false), KC_UNSUPPORTED_DTYPE,
+	       "/op_desc/0/input_desc", "Atan2 on bool");
+	d = ew_doc("Sin", "float32", 1, "float32", false);
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/output_desc/0/data_type", "Sin declared float16");
+	/* AddN: one dynamic input */
+	expect(ew_doc("AddN", "float32", 3, "float32", true), KC_OK, NULL, "AddN of 3");
+	expect(ew_doc("AddN", "int32", 1, "int32", true), KC_OK, NULL, "AddN of 1");
+	expect(ew_doc("AddN", "float32", 2, "float32", false), KC_BAD_GRAPH,
+	       "/op_desc/0/input_desc", "AddN with two input lists");
+	expect(ew_doc("AddN", "bool", 2, "bool", true), KC_UNSUPPORTED_DTYPE,
+	       "/op_desc/0/input_desc", "AddN on bool");
+	d = ew_doc("AddN", "float32", 3, "float32", true);
+	jset(d, "/input_desc/1/0/data_type", "'float16'");
+	jset(d, "/op_desc/0/input_desc/0/1/data_type", "'float16'");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "AddN dtypes differ");
+	d = ew_doc("AddN", "float32", 2, "float32", true);
+	jset(d, "/op_desc/0/input_desc/0/1/value", "2.0");
+	expect(d, KC_UNSUPPORTED, "/op_desc/0/input_desc/0/1", "AddN constant piece");
+	d = ew_doc("AddN", "float32", 2, "float32", true);
+	jset(d, "/input_desc/1/0/shape", "[3]");
+	jset(d, "/op_desc/0/input_desc/0/1/shape", "[3]");
+	expect(d, KC_BAD_SHAPE, "/op_desc/0/input_desc", "AddN shapes do not broadcast");
+	d = ew_doc("AddN", "float32", 2, "float32", true);
+	jset(d, "/input_desc/1/0/shape", "[1]");
+	jset(d, "/op_desc/0/input_desc/0/1/shape", "[1]");
+	expect(d, KC_OK, NULL, "AddN broadcasts");
+	d = ew_doc("AddN", "float32", 2, "float32", true);
+	jset(d, "/op_desc/0/input_desc/0", "[]");
+	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/0", "AddN of nothing");
+	/* reductions of bool answer the declared dtype */
+	static const char *const rd[] = {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"};
+	static const char *const odt[] = {"int32", "bool", "float32", "int64"};
+	for (int i = 0; i < 4; i++) {
+		char q[32];
+		d = jq(red_json);
+		snprintf(q, sizeof q, "'%s'", rd[i]);
+		jset(d, "/op_desc/0/name", q);
+		jset(d, "/input_desc/0/0/data_type", "'bool'");
+		jset(d, "/op_desc/0/input_desc/0/0/data_type", "'bool'");
+		snprintf(q, sizeof q, "'%s'", odt[i]);
+		jset(d, "/op_desc/0/output_desc/0/data_type", q);
+		jset(d, "/output_desc/0/data_type", q);
+		snprintf(what, sizeof what, "%s bool -> %s", rd[i], odt[i]);
+		expect(d, KC_OK, NULL, what);
+	}
+	d = jq(red_json);
+	jset(d, "/input_desc/0/0/data_type", "'bool'");
+	jset(d, "/op_desc/0/input_desc/0/0/data_type", "'bool'");
+	jset(d, "/op_desc/0/output_desc/0/data_type", "'complex64'");
+	jset(d, "/output_desc/0/data_type", "'complex64'");
+	expect(d, KC_UNSUPPORTED_DTYPE, "/op_desc/0/output_desc/0/data_type",
+	       "ReduceSum bool -> complex64");
+}
+
 static void
 test_reduce_layout(void)
 {
@@ -586,15 +733,20 @@ test_reduce_layout(void)
 	expect(one_op("StridedSlice", "8,6", "8,6",
 	              "[{'name':'begin','value':[0]},{'name':'end','value':[8]},"
 	              "{'name':'ellipsis_mask','value':1}]"),
-	       KC_UNSUPPORTED, "/op_desc/0/attr/2/value", "ellipsis_mask refused");
+	       KC_OK, NULL, "ellipsis_mask: every dim whole");
+	expect(one_op("StridedSlice", "8,6", "7,6",
+	              "[{'name':'begin','value':[7]},{'name':'end','value':[0]},"
+	              "{'name':'strides','value':[-1]}]"),
+	       KC_OK, NULL, "negative stride: rows 7..1");
 	expect(one_op("StridedSlice", "8,6", "8,6",
 	              "[{'name':'begin','value':[7]},{'name':'end','value':[0]},"
 	              "{'name':'strides','value':[-1]}]"),
-	       KC_UNSUPPORTED, "/op_desc/0/attr/2/value", "negative stride refused");
+	       KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "negative stride stops before end");
 	expect(one_op("StridedSlice", "8,6", "8,6",
 	              "[{'name':'begin','value':[3]},{'name':'end','value':[3]}]"),
 	       KC_BAD_SHAPE, "/op_desc/0/attr/0/value", "empty slice");
 	expect(one_op("ReduceMax", "4,6", "4", "{'axis':1}"), KC_OK, NULL, "ReduceMax");
+	new_slice_attrs();
 
 	static const char onehot[] =
 	    "{'op':'k','version':2,'input_desc':[[{'data_type':'int32','shape':[3],'tensor_name':'"
@@ -1072,6 +1224,7 @@ main(void)
 	t_sub("reductions and layout ops", test_reduce_layout);
 	t_sub("in-place writes", test_assign);
 	t_sub("argmax, cumsum, pool2d, multi-output", test_ops_b);
+	t_sub("Sin..Atan2, AddN, bool reductions", test_new_ops);
 	t_sub("corpus", test_corpus);
 	return t_done();
 }
