@@ -628,7 +628,8 @@ infer_reduce(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, cons
  * whole input dims as the other entries leave), a new axis (new_axis_mask:
  * a size-1 output dim that reads no input dim), a shrunk index
  * (shrink_axis_mask: the input dim is read at begin, negative from the end,
- * and dropped), or a range begin:end:stride (begin_mask/end_mask: from the
+ * and dropped; shrinking a new axis or the ellipsis does nothing, as in
+ * TF), or a range begin:end:stride (begin_mask/end_mask: from the
  * first/to the last element in the stride's direction; negative bounds
  * count from the end; bounds are clamped). Input dims after the spec are
  * whole. A zero stride and an empty range are refused (shapes have no 0). */
@@ -662,9 +663,16 @@ infer_slice(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 			return kc_fail(p->err, KC_BAD_GRAPH, w, "%s must be an int >= 0", mname[k]);
 	}
 	int64_t bm = mask[0], em = mask[1], sm = mask[2], elm = mask[3], nam = mask[4];
-	for (int i = 0; i < nb && ell < 0; i++)
-		if (elm >> i & 1)
+	for (int i = 0; i < nb; i++)
+		if (elm >> i & 1) {
+			if (ell >= 0) {
+				w = w_in;
+				(void)attr_get(oa, "ellipsis_mask", &w);
+				return kc_fail(p->err, KC_BAD_GRAPH, w,
+				               "ellipsis_mask may set one bit of the spec");
+			}
 			ell = i;
+		}
 	for (int i = 0; i < nb; i++)
 		nreal += i != ell && !(nam >> i & 1);
 	if (nreal > in->rank)

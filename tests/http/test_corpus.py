@@ -49,7 +49,7 @@ GreaterEqual Less LessEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot
 IsNan IsInf IsFinite Select Cast BroadcastTo Reshape ReduceSum ReduceMax
 ReduceMin ReduceProd Transpose ExpandDims Tile StridedSlice Assign
 InplaceAssign OneHot Gather Concat MatMul BatchMatMul ElemAny ElemAll
-Conv2D""".split())
+Conv2D Sin Cos Asin ASin ACos Atan Atan2 Asinh Acosh Expm1 AddN""".split())
 SLICE_DTYPES = {"float32", "float16", "int32", "bool"}
 # Ops whose inputs after the first are attributes (v2 value inputs).
 ATTR_TAIL_OPS = {"Cast", "Reshape", "BroadcastTo", "ReduceSum", "ReduceMax",
@@ -154,7 +154,7 @@ def corpus_files(corpus):
 def data_inputs(op):
     """The op's tensor operands (attr-like v2 value inputs dropped)."""
     ins = [lst[0] for lst in (op.get("input_desc") or []) if lst]
-    if op["name"] == "Concat":  # one dynamic input: the list of pieces
+    if op["name"] in ("Concat", "AddN"):  # one dynamic input: the pieces
         ins = list(op["input_desc"][0])
     if op["name"] in ATTR_TAIL_OPS:
         ins = ins[:1]
@@ -188,19 +188,28 @@ def _ints(x):
 
 
 def strided_slice(a, at):
+    """TF StridedSlice as a numpy index: spec entry i is Ellipsis (the first
+    ellipsis_mask bit), None (new_axis_mask), an int (shrink_axis_mask) or
+    a slice whose masked bound is None (numpy then starts/stops at the end
+    the stride's sign implies, as TF does)."""
     begin, end = _ints(at["begin"]), _ints(at["end"])
     strides = _ints(at.get("strides") or [1] * len(begin))
     bm, em = int(at.get("begin_mask") or 0), int(at.get("end_mask") or 0)
     sm = int(at.get("shrink_axis_mask") or 0)
-    idx = []
-    for d in range(a.ndim):
-        if d >= len(begin):
-            idx.append(slice(None))
-        elif sm >> d & 1:
-            idx.append(begin[d])
+    elm = int(at.get("ellipsis_mask") or 0)
+    nam = int(at.get("new_axis_mask") or 0)
+    idx, ell = [], False
+    for i in range(len(begin)):
+        if elm >> i & 1 and not ell:
+            idx.append(Ellipsis)
+            ell = True
+        elif nam >> i & 1:
+            idx.append(None)
+        elif sm >> i & 1:
+            idx.append(begin[i])
         else:
-            idx.append(slice(None if bm >> d & 1 else begin[d],
-                             None if em >> d & 1 else end[d], strides[d]))
+            idx.append(slice(None if bm >> i & 1 else begin[i],
+                             None if em >> i & 1 else end[i], strides[i]))
     return a[tuple(idx)]
 
 
@@ -431,6 +440,19 @@ def reference(desc, inputs):
                 r = 1.0 / _f(a).astype(np.float64)
             elif name == "Tanh":
                 r = np.tanh(a)
+            elif name in ("Sin", "Cos", "Asin", "ASin", "ACos", "Atan",
+                          "Asinh", "Acosh", "Expm1"):
+                fn = {"Sin": np.sin, "Cos": np.cos, "Asin": np.arcsin,
+                      "ASin": np.arcsin, "ACos": np.arccos, "Atan": np.arctan,
+                      "Asinh": np.arcsinh, "Acosh": np.arccosh,
+                      "Expm1": np.expm1}[name]
+                r = fn(np.asarray(a, np.float64))
+            elif name == "Atan2":
+                r = np.arctan2(np.asarray(a, np.float64), np.asarray(b, np.float64))
+            elif name == "AddN":
+                r = _f(args[0])
+                for x in args[1:]:  # a chain of Adds, each in the dtype
+                    r = as_dtype(r + _f(x), odt)
             elif name == "Erf":
                 r = _erf(np.asarray(a, np.float64))
             elif name == "Square":

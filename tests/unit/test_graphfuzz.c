@@ -481,13 +481,133 @@ gen_op_b(Graph *g)
 	}
 }
 
+/* StridedSlice of value a in full TF/numpy generality, built so that the
+ * output shape is known by construction: per input dim a whole, shrunk or
+ * ranged entry (stride +-1..3; a negative stride walks down from `top`,
+ * its end is exact or end_mask when it runs past 0), a run of whole dims
+ * possibly written as the ellipsis, new axes inserted anywhere (output
+ * rank <= 4). */
+static void
+gen_slice(Graph *g, int a)
+{
+	const Val *v = &g->v[a];
+	int64_t b[12], e[12], st[12], s[4];
+	int64_t bm = 0, em = 0, sm = 0, elm = 0, nam = 0;
+	int kind[4], n = 0, r = 0, rank = v->rank;
+	char attr[512];
+
+	for (int d = 0; d < rank; d++)
+		kind[d] = chance(25) ? 0 : chance(20) && rank > 1 ? 1 : 2; /* whole, shrink, range */
+	/* the ellipsis: a run [p, q) of whole dims, maybe empty */
+	int p = -1, q = -1;
+	if (chance(40)) {
+		p = rnd(rank + 1);
+		for (q = p; q < rank && kind[q] == 0 && chance(80); q++)
+			;
+	}
+	/* without an ellipsis, trailing whole dims may be left out */
+	int last = rank;
+	while (p < 0 && last > 0 && kind[last - 1] == 0 && chance(50))
+		last--;
+	int newax = rnd(3);
+	for (int d = 0; d <= rank; d++) {
+		/* a new axis here (not among the implicit trailing dims) */
+		while (d <= last && newax > 0 && chance(40) && r < 4 && n < 12) {
+			nam |= 1 << n;
+			b[n] = 0, e[n] = 1, st[n++] = 1;
+			s[r++] = 1;
+			newax--;
+		}
+		if (d == p) {
+			elm |= 1 << n;
+			b[n] = 0, e[n] = 0, st[n++] = 1;
+			for (; d < q; d++)
+				if (r < 4)
+					s[r++] = v->shape[d];
+				else
+					return;
+			if (d == rank)
+				break;
+		}
+		if (d == rank)
+			break;
+		int64_t dim = v->shape[d];
+		if (d >= last) { /* implicit whole */
+			if (r >= 4)
+				return;
+			s[r++] = dim;
+			continue;
+		}
+		if (kind[d] == 0) {
+			b[n] = 0, e[n] = dim, st[n] = 1;
+			if (chance(50))
+				bm |= 1 << n, em |= 1 << n, st[n] = chance(50) ? 1 : -1, e[n] = 0;
+			n++;
+			if (r >= 4)
+				return;
+			s[r++] = dim;
+		} else if (kind[d] == 1) {
+			int64_t i = rnd((int)dim);
+			sm |= 1 << n;
+			b[n] = chance(40) ? i - dim : i, e[n] = i + 1, st[n++] = 1;
+		} else {
+			int64_t step = 1 + rnd(3), cnt, top;
+			if (chance(50)) { /* up */
+				int64_t lo = rnd((int)dim), hi = lo + 1 + rnd((int)(dim - lo));
+				cnt = (hi - lo + step - 1) / step;
+				b[n] = chance(30) ? lo - dim : lo;
+				e[n] = hi < dim && chance(30) ? hi - dim : hi;
+				if (lo == 0 && chance(30))
+					bm |= 1 << n, b[n] = 7;
+				if (hi == dim && chance(30))
+					em |= 1 << n, e[n] = -7;
+				st[n++] = step;
+			} else { /* down from top */
+				top = rnd((int)dim);
+				cnt = 1 + rnd((int)(top / step + 1));
+				int64_t end = top - cnt * step;
+				b[n] = chance(30) ? top - dim : top;
+				if (top == dim - 1 && chance(30))
+					bm |= 1 << n, b[n] = 0;
+				if (end < 0)
+					em |= 1 << n, e[n] = 0;
+				else
+					e[n] = chance(30) ? end - dim : end;
+				st[n++] = -step;
+			}
+			if (r >= 4)
+				return;
+			s[r++] = cnt;
+		}
+	}
+	if (r == 0 || n == 0)
+		return;
+	char lb[64], le[64], ls[64];
+	int_list(lb, sizeof lb, b, n);
+	int_list(le, sizeof le, e, n);
+	int_list(ls, sizeof ls, st, n);
+	snprintf(attr, sizeof attr,
+	         "[{\"name\":\"begin\",\"value\":%s},{\"name\":\"end\",\"value\":%s},"
+	         "{\"name\":\"strides\",\"value\":%s},{\"name\":\"begin_mask\",\"value\":%lld},"
+	         "{\"name\":\"end_mask\",\"value\":%lld},{\"name\":\"shrink_axis_mask\","
+	         "\"value\":%lld},{\"name\":\"ellipsis_mask\",\"value\":%lld},"
+	         "{\"name\":\"new_axis_mask\",\"value\":%lld}]",
+	         lb, le, ls, (long long)bm, (long long)em, (long long)sm, (long long)elm,
+	         (long long)nam);
+	Opnd in[1] = {V(a)};
+	add_op(g, "StridedSlice", attr, 1, in, v->dt, r, s);
+}
+
 /* One random op appended to g (may add fresh inputs). */
 static void
 gen_op(Graph *g)
 {
-	static const char *const un_any[] = {"Neg", "Abs", "Exp", "Tanh", "Erf", "Square"};
-	static const char *const un_in[] = {"Log",   "Sqrt",  "Rsqrt", "Reciprocal",
-	                                    "Floor", "Round", "Sign"};
+	static const char *const un_any[] = {"Neg", "Abs", "Exp",  "Tanh",  "Erf",
+	                                     "Square", "Sin", "Cos", "Atan", "Asinh", "Expm1"};
+	/* Asin/ACos/Acosh inputs are drawn in their domain (interp.c) */
+	static const char *const un_in[] = {"Log",   "Sqrt",  "Rsqrt", "Reciprocal", "Floor",
+	                                    "Round", "Sign",  "Asin",  "ACos",       "Acosh"};
+	enum { NUN_ANY = sizeof un_any / sizeof un_any[0], NUN_IN = sizeof un_in / sizeof un_in[0] };
 	static const char *const bin_f[] = {"Add", "Sub", "Mul", "Maximum", "Minimum"};
 	static const char *const bin_i[] = {"Add", "Sub", "Mul", "Maximum", "Minimum"};
 	static const char *const cmp[] = {"Greater",   "GreaterEqual", "Less",
@@ -507,14 +627,14 @@ gen_op(Graph *g)
 		if (a < 0)
 			a = rand_input(g, dt);
 		in[0] = V(a);
-		add_op(g, un_any[rnd(6)], NULL, 1, in, dt, 0, NULL);
+		add_op(g, un_any[rnd(NUN_ANY)], NULL, 1, in, dt, 0, NULL);
 	} else if (k < 20) { /* unary with a restricted domain: on an input */
 		dt = float_dt();
 		a = chance(50) ? pick(g, dt, true) : -1;
 		if (a < 0)
 			a = rand_input(g, dt);
 		in[0] = V(a);
-		const char *n = un_in[rnd(7)];
+		const char *n = un_in[rnd(NUN_IN)];
 		add_op(g, n, NULL, 1, in, dt, 0, NULL);
 	} else if (k < 23) { /* Sign/Abs/Neg/Square on int32 */
 		static const char *const un_i[] = {"Neg", "Abs", "Sign", "Square"};
@@ -529,6 +649,15 @@ gen_op(Graph *g)
 		if (a < 0)
 			a = rand_input(g, dt);
 		in[0] = V(a);
+		if (chance(15)) { /* AddN: one dynamic input of 2-3 broadcast tensors */
+			int np = 2 + rnd(2);
+			for (int i = 1; i < np; i++)
+				in[i] = partner(g, a, dt, false, false);
+			int o = add_op(g, "AddN", NULL, np, in, dt, 0, NULL);
+			if (o >= 0)
+				g->ops[o].dyn = true;
+			return;
+		}
 		in[1] = partner(g, a, dt, true, false);
 		if (in[1].v < 0 && chance(40)) { /* constant first: Sub(2, x) */
 			Opnd t = in[0];
@@ -551,7 +680,7 @@ gen_op(Graph *g)
 			a = rand_input(g, dt);
 		in[0] = V(a);
 		in[1] = partner(g, a, dt, false, true);
-		const char *n = dt == DT_I32 ? "Div" : chance(60) ? "RealDiv" : "Pow";
+		const char *n = dt == DT_I32 ? "Div" : chance(50) ? "RealDiv" : chance(50) ? "Pow" : "Atan2";
 		add_op(g, n, NULL, 2, in, dt, 0, NULL);
 	} else if (k < 53) { /* comparison */
 		dt = chance(30) ? DT_I32 : float_dt();
@@ -600,10 +729,14 @@ gen_op(Graph *g)
 			         "[{\"name\":\"dst_type\",\"value\":\"%s\"}]", dtn[to]);
 		}
 	} else if (k < 82) { /* reduction */
-		dt = chance(25) ? DT_I32 : float_dt();
-		a = pick(g, dt, false);
+		int idt = dt = chance(25) ? DT_I32 : float_dt();
+		if (chance(15)) { /* of bool, in the declared dtype: count, any, all */
+			idt = DT_BOOL;
+			dt = chance(40) ? DT_I32 : chance(50) ? DT_BOOL : float_dt();
+		}
+		a = pick(g, idt, false);
 		if (a < 0)
-			a = rand_input(g, dt);
+			a = rand_input(g, idt);
 		Val *v = &g->v[a];
 		int64_t ax[4], s[4];
 		int n = 0, r = 0;
@@ -639,7 +772,7 @@ gen_op(Graph *g)
 			a = rand_input(g, float_dt());
 		Val *v = &g->v[a];
 		int64_t s[4], l[4];
-		int r = 0, which = rnd(7);
+		int r = 0, which = rnd(8);
 		in[0] = V(a);
 		if (which == 0) { /* Reshape to a factorisation of numel */
 			int64_t n = numel(v), rest = n;
@@ -746,6 +879,8 @@ gen_op(Graph *g)
 			    "{\"name\":\"new_axis_mask\",\"value\":0}]",
 			    lb, le, ls, (long long)bm, (long long)em, (long long)sm);
 			add_op(g, "StridedSlice", attr, 1, in, v->dt, r, s);
+		} else if (which == 7) { /* StridedSlice: any stride, ellipsis, new axes */
+			gen_slice(g, a);
 		} else if (which == 6) { /* Concat of 2-3 pieces along one axis */
 			int ax = rnd(v->rank), np = 2 + rnd(2);
 			int64_t tot = v->shape[ax], other = numel(v) / v->shape[ax];
