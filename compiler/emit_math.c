@@ -12,6 +12,8 @@
  *         (absolute error 1.5e-7); float64: a positive-term series below
  *         2.5, the erfc continued fraction above (~1e-15 relative)
  *   pow   exp(y log|x|) with numpy's special cases
+ *   sin, cos, asin, acos, atan, atan2, asinh, acosh, expm1: see their
+ *         section below (float32 runs them in double)
  * Half conversions follow F. Giesen's branch-free RNE algorithms.
  *
  * The builders work on scalars and on vectors alike. math_call emits each

@@ -841,6 +841,50 @@ reshape_broadcast(void)
 	free(g);
 }
 
+/* Sin ... Expm1 and Atan2 (more than MATH_INLINE_MAX, so the outlined VFABI
+ * versions), Asin/ACos on a in [-1, 1), Acosh on b >= 1 (interp.c draws
+ * them in their domains); a reversed StridedSlice with a new axis and a
+ * bool ReduceSum counting into int32. */
+static void
+trig(void)
+{
+	static const char *const un[] = {"Sin", "Cos", "Atan", "Asinh", "Expm1", "Asin", "ACos"};
+	static const char *const dts[] = {"float32", "float16", "bfloat16"};
+	for (int d = 0; d < 3; d++) {
+		const char *dt = dts[d], *sh = "4099";
+		char name[64];
+		G *g = calloc(1, sizeof *g);
+		g_in(g, "a", dt, sh);
+		g_in(g, "b", dt, sh);
+		for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) {
+			char o[16];
+			snprintf(o, sizeof o, "u%zu", i);
+			g_op(g, un[i], o, dt, sh, 1, T("a", dt, sh), NULL, NULL);
+			g_out(g, o, dt, sh);
+		}
+		g_op(g, "Acosh", "h", dt, sh, 1, T("b", dt, sh), NULL, NULL);
+		g_op(g, "Atan2", "t", dt, sh, 2, T("a", dt, sh), T("h", dt, sh), NULL);
+		g_out(g, "t", dt, sh);
+		snprintf(name, sizeof name, "Fused_Trig_%s", dt);
+		check_g(g, name, 31 + (uint64_t)d, NULL);
+		free(g);
+	}
+	G *g = calloc(1, sizeof *g);
+	g_in(g, "x", "float32", "9,40");
+	g_in(g, "m", "bool", "9,40");
+	g_op_attr(g, "StridedSlice",
+	          "[{\"name\":\"begin\",\"value\":[8,0,-1]},{\"name\":\"end\",\"value\":[0,0,0]},"
+	          "{\"name\":\"strides\",\"value\":[-2,1,-3]},{\"name\":\"end_mask\",\"value\":5},"
+	          "{\"name\":\"new_axis_mask\",\"value\":2}]",
+	          "s", "float32", "5,1,14", 1, T("x", "float32", "9,40"), NULL, NULL);
+	g_op_attr(g, "ReduceSum", "[{\"name\":\"axis\",\"value\":[0]}]", "c", "int32", "40", 1,
+	          T("m", "bool", "9,40"), NULL, NULL);
+	g_out(g, "s", "float32", "5,1,14");
+	g_out(g, "c", "int32", "40");
+	check_g(g, "Fused_StridedSlice_ReduceSum", 34, NULL);
+	free(g);
+}
+
 /* Small reduction stages (inner and outer axes, float32 and int32): the
  * softmax pattern, and column sums / row maxima. Cheap under qemu. */
 static void
@@ -1188,6 +1232,7 @@ main(int argc, char **argv)
 	t_sub("reshape_broadcast", reshape_broadcast);
 	t_sub("reductions", reductions);
 	t_sub("template_sweep", template_sweep);
+	t_sub("trig", trig);
 	t_sub("corpus", corpus);
 	for (int ti = 0; ti < NTARGETS; ti++)
 		printf("# %s: max float32 difference from x86-64 %lld ulp, float16/bfloat16 %lld "
