@@ -462,9 +462,11 @@ atan2_(LLVMBuilderRef b, LLVMValueRef y, LLVMValueRef x, bool lowp)
 	return SEL(nan, ADD(x, y), r);
 }
 
-/* log(1 + u) without cancellation for small u. */
+/* log(1 + u) without cancellation for small u; where big (if given) is
+ * set, log(bigx) + ln 2 instead (asinh/acosh of large x), from the same
+ * log call. */
 static LLVMValueRef
-log1p_(LLVMBuilderRef b, LLVMValueRef u, bool lowp)
+log1p_(LLVMBuilderRef b, LLVMValueRef u, bool lowp, LLVMValueRef big, LLVMValueRef bigx)
 {
 	M mm = mk(b, u), *m = &mm;
 	double c[18];
@@ -476,7 +478,12 @@ log1p_(LLVMBuilderRef b, LLVMValueRef u, bool lowp)
 	LLVMValueRef p = MUL(s, horner(m, MUL(s, s), c, nt));
 	LLVMValueRef near = LLVMBuildAnd(b, FCMP(LLVMRealOGT, u, fc(m, -0.5)),
 	                                 FCMP(LLVMRealOLT, u, fc(m, 1)), "");
-	return SEL(near, p, log_(b, ADD(fc(m, 1), u), lowp));
+	LLVMValueRef w = ADD(fc(m, 1), u), add = fc(m, 0);
+	if (big) {
+		w = SEL(big, bigx, w);
+		add = SEL(big, fc(m, 0.69314718055994530942), add);
+	}
+	return SEL(near, p, ADD(log_(b, w, lowp), add));
 }
 
 static LLVMValueRef
@@ -487,9 +494,8 @@ asinh_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 	LLVMValueRef ax = fabs_(m, x), z = MUL(ax, ax);
 	LLVMValueRef one = fc(m, 1);
 	LLVMValueRef sq = math_intrinsic(b, "llvm.sqrt", (LLVMValueRef[]){ADD(one, z)}, 1);
-	LLVMValueRef r = log1p_(b, ADD(ax, DIV(z, ADD(one, sq))), lowp);
-	LLVMValueRef rb = ADD(log_(b, ax, lowp), fc(m, 0.69314718055994530942));
-	r = SEL(FCMP(LLVMRealOGT, ax, fc(m, big)), rb, r);
+	LLVMValueRef r = log1p_(b, ADD(ax, DIV(z, ADD(one, sq))), lowp,
+	                        FCMP(LLVMRealOGT, ax, fc(m, big)), ax);
 	return copysign_(m, r, x);
 }
 
@@ -500,9 +506,7 @@ acosh_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 	double big = m->dbl ? 0x1p28 : 0x1p12;
 	LLVMValueRef t = SUB(x, fc(m, 1));
 	LLVMValueRef sq = math_intrinsic(b, "llvm.sqrt", (LLVMValueRef[]){MUL(t, ADD(t, fc(m, 2)))}, 1);
-	LLVMValueRef r = log1p_(b, ADD(t, sq), lowp);
-	LLVMValueRef rb = ADD(log_(b, x, lowp), fc(m, 0.69314718055994530942));
-	r = SEL(FCMP(LLVMRealOGT, x, fc(m, big)), rb, r);
+	LLVMValueRef r = log1p_(b, ADD(t, sq), lowp, FCMP(LLVMRealOGT, x, fc(m, big)), x);
 	return SEL(FCMP(LLVMRealOLT, x, fc(m, 1)), fc(m, NAN), r);
 }
 
