@@ -476,8 +476,8 @@ log1p_(LLVMBuilderRef b, LLVMValueRef u, bool lowp, LLVMValueRef big, LLVMValueR
 		c[k] = 2.0 / (2 * k + 1);
 	LLVMValueRef s = DIV(u, ADD(fc(m, 2), u));
 	LLVMValueRef p = MUL(s, horner(m, MUL(s, s), c, nt));
-	LLVMValueRef near = LLVMBuildAnd(b, FCMP(LLVMRealOGT, u, fc(m, -0.5)),
-	                                 FCMP(LLVMRealOLT, u, fc(m, 1)), "");
+	LLVMValueRef near =
+	    LLVMBuildAnd(b, FCMP(LLVMRealOGT, u, fc(m, -0.5)), FCMP(LLVMRealOLT, u, fc(m, 1)), "");
 	LLVMValueRef w = ADD(fc(m, 1), u), add = fc(m, 0);
 	if (big) {
 		w = SEL(big, bigx, w);
@@ -494,8 +494,8 @@ asinh_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 	LLVMValueRef ax = fabs_(m, x), z = MUL(ax, ax);
 	LLVMValueRef one = fc(m, 1);
 	LLVMValueRef sq = math_intrinsic(b, "llvm.sqrt", (LLVMValueRef[]){ADD(one, z)}, 1);
-	LLVMValueRef r = log1p_(b, ADD(ax, DIV(z, ADD(one, sq))), lowp,
-	                        FCMP(LLVMRealOGT, ax, fc(m, big)), ax);
+	LLVMValueRef r =
+	    log1p_(b, ADD(ax, DIV(z, ADD(one, sq))), lowp, FCMP(LLVMRealOGT, ax, fc(m, big)), ax);
 	return copysign_(m, r, x);
 }
 
@@ -505,7 +505,8 @@ acosh_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 	M mm = mk(b, x), *m = &mm;
 	double big = m->dbl ? 0x1p28 : 0x1p12;
 	LLVMValueRef t = SUB(x, fc(m, 1));
-	LLVMValueRef sq = math_intrinsic(b, "llvm.sqrt", (LLVMValueRef[]){MUL(t, ADD(t, fc(m, 2)))}, 1);
+	LLVMValueRef sq =
+	    math_intrinsic(b, "llvm.sqrt", (LLVMValueRef[]){MUL(t, ADD(t, fc(m, 2)))}, 1);
 	LLVMValueRef r = log1p_(b, ADD(t, sq), lowp, FCMP(LLVMRealOGT, x, fc(m, big)), x);
 	return SEL(FCMP(LLVMRealOLT, x, fc(m, 1)), fc(m, NAN), r);
 }
@@ -576,13 +577,11 @@ static const struct {
 	const char *name;
 	int arity;
 } math_fns[MATH_COUNT] = {
-    [MATH_EXP] = {"exp", 1}, [MATH_LOG] = {"log", 1}, [MATH_TANH] = {"tanh", 1},
-    [MATH_ERF] = {"erf", 1}, [MATH_POW] = {"pow", 2},
-    [MATH_SIN] = {"sin", 1}, [MATH_COS] = {"cos", 1},
-    [MATH_ASIN] = {"asin", 1}, [MATH_ACOS] = {"acos", 1},
-    [MATH_ATAN] = {"atan", 1}, [MATH_ATAN2] = {"atan2", 2},
-    [MATH_ASINH] = {"asinh", 1}, [MATH_ACOSH] = {"acosh", 1},
-    [MATH_EXPM1] = {"expm1", 1},
+    [MATH_EXP] = {"exp", 1},     [MATH_LOG] = {"log", 1},     [MATH_TANH] = {"tanh", 1},
+    [MATH_ERF] = {"erf", 1},     [MATH_POW] = {"pow", 2},     [MATH_SIN] = {"sin", 1},
+    [MATH_COS] = {"cos", 1},     [MATH_ASIN] = {"asin", 1},   [MATH_ACOS] = {"acos", 1},
+    [MATH_ATAN] = {"atan", 1},   [MATH_ATAN2] = {"atan2", 2}, [MATH_ASINH] = {"asinh", 1},
+    [MATH_ACOSH] = {"acosh", 1}, [MATH_EXPM1] = {"expm1", 1},
 };
 
 /* float32 pow runs in double (y log x amplifies the error of log x by up

@@ -631,8 +631,8 @@ reduce(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 	IrOp op = nd->op;
 	/* a bool input of Reduce* reduces in the output dtype (a count, any,
 	 * all); a bool result of a sum saturates (any) when rounded to bool */
-	bool conv = at == KC_DT_BOOL && dt != KC_DT_BOOL && op != IR_OP_ELEM_ANY &&
-	            op != IR_OP_ELEM_ALL;
+	bool conv =
+	    at == KC_DT_BOOL && dt != KC_DT_BOOL && op != IR_OP_ELEM_ANY && op != IR_OP_ELEM_ALL;
 	if (conv)
 		at = dt;
 	bool red[KC_MAX_RANK] = {false}, fl = isfl(at), sg = issigned(at);

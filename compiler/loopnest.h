@@ -25,7 +25,15 @@
 /* RSUB is c - a with 0 <= a <= c (a reversed walk, StridedSlice with a
  * negative stride); the simplifier treats it as an opaque non-negative leaf,
  * like DIV and MOD, so every index stays non-negative. */
-typedef enum LnIdxKind { LNI_CONST, LNI_VAR, LNI_ADD, LNI_MUL, LNI_DIV, LNI_MOD, LNI_RSUB } LnIdxKind;
+typedef enum LnIdxKind {
+	LNI_CONST,
+	LNI_VAR,
+	LNI_ADD,
+	LNI_MUL,
+	LNI_DIV,
+	LNI_MOD,
+	LNI_RSUB
+} LnIdxKind;
 
 typedef struct LnIdx LnIdx;
 struct LnIdx {
@@ -238,7 +246,7 @@ LnIdx *ln_idx_add(LoopNest *ln, LnIdx *a, LnIdx *b);
 LnIdx *ln_idx_mul(LoopNest *ln, LnIdx *a, int64_t c);
 LnIdx *ln_idx_div(LoopNest *ln, LnIdx *a, int64_t c);
 LnIdx *ln_idx_mod(LoopNest *ln, LnIdx *a, int64_t c);
-LnIdx *ln_idx_rsub(LoopNest *ln, int64_t c, LnIdx *a); /* c - a, 0 <= a <= c */
+LnIdx *ln_idx_rsub(LoopNest *ln, int64_t c, LnIdx *a);  /* c - a, 0 <= a <= c */
 int64_t ln_idx_max(const LoopNest *ln, const LnIdx *x); /* inclusive bound */
 bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
 

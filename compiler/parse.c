@@ -676,8 +676,8 @@ infer_slice(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 	for (int i = 0; i < nb; i++)
 		nreal += i != ell && !(nam >> i & 1);
 	if (nreal > in->rank)
-		return kc_fail(p->err, KC_BAD_GRAPH, wb, "the slice indexes %d dims of a rank-%d input",
-		               nreal, in->rank);
+		return kc_fail(p->err, KC_BAD_GRAPH, wb,
+		               "the slice indexes %d dims of a rank-%d input", nreal, in->rank);
 	for (int i = 0; i <= nb; i++) {
 		int whole = 0;
 		if (i == nb) /* the dims after the spec (no ellipsis) */
@@ -695,8 +695,8 @@ infer_slice(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 		if (i == nb || i == ell) {
 			for (int k = 0; k < whole; k++, d++) {
 				if (r >= KC_MAX_RANK)
-					return kc_fail(p->err, KC_TOO_LARGE, w_in, "rank exceeds %d",
-					               KC_MAX_RANK);
+					return kc_fail(p->err, KC_TOO_LARGE, w_in,
+					               "rank exceeds %d", KC_MAX_RANK);
 				at->begin[d] = 0;
 				at->strides[d] = 1;
 				shape[r++] = in->shape[d];
@@ -1879,7 +1879,8 @@ parse_op(Parser *p, const cJSON *o, int i)
 			d = e;
 			if (cJSON_GetObjectItemCaseSensitive(d, "value"))
 				return kc_fail(p->err, KC_UNSUPPORTED, wk,
-				               "%s pieces must be tensors, not constants", oi->name);
+				               "%s pieces must be tensors, not constants",
+				               oi->name);
 		} else {
 			subptr(wk, "%s/input_desc/%d/0", w, k);
 		}

@@ -588,8 +588,8 @@ test_ops_part_a(void)
 	/* AddN: noise attrs do not matter; piece order and op do */
 	OK(same_and_free(op2("AddN", "float32", "null", true, false),
 	                 op2("AddN", "float32",
-	                     "[{'name':'n','value':2},{'name':'dyn_input_sizes','value':[2]}]", true,
-	                     false)));
+	                     "[{'name':'n','value':2},{'name':'dyn_input_sizes','value':[2]}]",
+	                     true, false)));
 	OK(!same_and_free(op2("AddN", "float32", "null", true, false),
 	                  op2("Add", "float32", "null", false, false)));
 	OK(!same_and_free(op2("AddN", "float32", "null", true, false),
@@ -601,34 +601,37 @@ test_ops_part_a(void)
 	OK(!same_and_free(op1("Sin", "6", "6", "null", ""), op1("Cos", "6", "6", "null", "")));
 	OK(!same_and_free(op1("Expm1", "6", "6", "null", ""), op1("Exp", "6", "6", "null", "")));
 	/* StridedSlice: masks and spellings that select the same elements */
-	OK(same_and_free(op1("StridedSlice", "8", "8", "{'begin':[0],'end':[0],'strides':[-1],"
-	                                               "'begin_mask':1,'end_mask':1}", ""),
-	                 op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}",
-	                     "")));
-	OK(same_and_free(op1("StridedSlice", "8", "4", "{'begin':[20],'end':[-20],'strides':[-2]}",
-	                     ""),
-	                 op1("StridedSlice", "8", "4", "{'begin':[-1],'end':[0],'strides':[-2]}",
-	                     "")));
+	OK(same_and_free(
+	    op1("StridedSlice", "8", "8",
+	        "{'begin':[0],'end':[0],'strides':[-1],"
+	        "'begin_mask':1,'end_mask':1}",
+	        ""),
+	    op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}", "")));
+	OK(same_and_free(
+	    op1("StridedSlice", "8", "4", "{'begin':[20],'end':[-20],'strides':[-2]}", ""),
+	    op1("StridedSlice", "8", "4", "{'begin':[-1],'end':[0],'strides':[-2]}", "")));
 	OK(same_and_free(
 	    op1("StridedSlice", "2,3,4", "1,3,4", "{'begin':[1,0],'end':[2,0],'ellipsis_mask':2}",
 	        ""),
 	    op1("StridedSlice", "2,3,4", "1,3,4", "{'begin':[1],'end':[2],'strides':[1]}", "")));
 	OK(same_and_free(
 	    op1("StridedSlice", "2,3", "2,1,3",
-	        "{'begin':[0,0,0],'end':[0,0,0],'begin_mask':5,'end_mask':5,'new_axis_mask':2}", ""),
+	        "{'begin':[0,0,0],'end':[0,0,0],'begin_mask':5,'end_mask':5,'new_axis_mask':2}",
+	        ""),
 	    op1("StridedSlice", "2,3", "2,1,3",
 	        "{'begin':[0,0],'end':[2,0],'new_axis_mask':2,'strides':[1,1]}", "")));
 	/* ... and ones that do not */
-	OK(!same_and_free(op1("StridedSlice", "8", "4", "{'begin':[7],'end':[0],'strides':[-2]}", ""),
-	                  op1("StridedSlice", "8", "4", "{'begin':[1],'end':[8],'strides':[2]}", "")));
-	OK(!same_and_free(op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}",
-	                      ""),
-	                  op1("StridedSlice", "8", "8", "{'begin':[0],'end':[8]}", "")));
+	OK(!same_and_free(
+	    op1("StridedSlice", "8", "4", "{'begin':[7],'end':[0],'strides':[-2]}", ""),
+	    op1("StridedSlice", "8", "4", "{'begin':[1],'end':[8],'strides':[2]}", "")));
+	OK(!same_and_free(
+	    op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}", ""),
+	    op1("StridedSlice", "8", "8", "{'begin':[0],'end':[8]}", "")));
 	/* new axes appear in the form only when there are some, so the keys of
 	 * older slices did not move */
-	OK(canon_has(op1("StridedSlice", "8", "1,8", "{'begin':[0,0],'end':[0,8],'new_axis_mask':1}",
-	                 ""),
-	             "\"begin\":[0],\"new_axes\":1,\"shrink_axis_mask\":0,\"strides\":[1]"));
+	OK(canon_has(
+	    op1("StridedSlice", "8", "1,8", "{'begin':[0,0],'end':[0,8],'new_axis_mask':1}", ""),
+	    "\"begin\":[0],\"new_axes\":1,\"shrink_axis_mask\":0,\"strides\":[1]"));
 	OK(canon_has(op1("StridedSlice", "8", "8", "{'begin':[7],'end':[-9],'strides':[-1]}", ""),
 	             "{\"begin\":[7],\"shrink_axis_mask\":0,\"strides\":[-1]}"));
 }

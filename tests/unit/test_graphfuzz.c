@@ -497,7 +497,9 @@ gen_slice(Graph *g, int a)
 	char attr[512];
 
 	for (int d = 0; d < rank; d++)
-		kind[d] = chance(25) ? 0 : chance(20) && rank > 1 ? 1 : 2; /* whole, shrink, range */
+		kind[d] = chance(25)               ? 0
+		          : chance(20) && rank > 1 ? 1
+		                                   : 2; /* whole, shrink, range */
 	/* the ellipsis: a run [p, q) of whole dims, maybe empty */
 	int p = -1, q = -1;
 	if (chance(40)) {
@@ -602,16 +604,18 @@ gen_slice(Graph *g, int a)
 static void
 gen_op(Graph *g)
 {
-	static const char *const un_any[] = {"Neg", "Abs", "Exp",  "Tanh", "Erf",
+	static const char *const un_any[] = {"Neg",    "Abs", "Exp", "Tanh", "Erf",
 	                                     "Square", "Sin", "Cos", "Atan", "Asinh"};
 	/* Asin/ACos/Acosh inputs are drawn in their domain (interp.c); Expm1
 	 * takes exact inputs too: on a float16 sum kept in float32 by the
 	 * kernel but rounded by the interpreter, e^x amplifies the difference
 	 * past the 1e-2 tolerance (seed 1920) */
-	static const char *const un_in[] = {"Log",  "Sqrt",  "Rsqrt", "Reciprocal",
-	                                    "Floor", "Round", "Sign",  "Asin",
-	                                    "ACos",  "Acosh", "Expm1"};
-	enum { NUN_ANY = sizeof un_any / sizeof un_any[0], NUN_IN = sizeof un_in / sizeof un_in[0] };
+	static const char *const un_in[] = {"Log",  "Sqrt", "Rsqrt", "Reciprocal", "Floor", "Round",
+	                                    "Sign", "Asin", "ACos",  "Acosh",      "Expm1"};
+	enum {
+		NUN_ANY = sizeof un_any / sizeof un_any[0],
+		NUN_IN = sizeof un_in / sizeof un_in[0]
+	};
 	static const char *const bin_f[] = {"Add", "Sub", "Mul", "Maximum", "Minimum"};
 	static const char *const bin_i[] = {"Add", "Sub", "Mul", "Maximum", "Minimum"};
 	static const char *const cmp[] = {"Greater",   "GreaterEqual", "Less",
@@ -684,7 +688,10 @@ gen_op(Graph *g)
 			a = rand_input(g, dt);
 		in[0] = V(a);
 		in[1] = partner(g, a, dt, false, true);
-		const char *n = dt == DT_I32 ? "Div" : chance(50) ? "RealDiv" : chance(50) ? "Pow" : "Atan2";
+		const char *n = dt == DT_I32 ? "Div"
+		                : chance(50) ? "RealDiv"
+		                : chance(50) ? "Pow"
+		                             : "Atan2";
 		add_op(g, n, NULL, 2, in, dt, 0, NULL);
 	} else if (k < 53) { /* comparison */
 		dt = chance(30) ? DT_I32 : float_dt();

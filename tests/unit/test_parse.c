@@ -532,7 +532,6 @@ one_op(const char *op, const char *ishape, const char *oshape, const char *attr)
 	return jq(buf);
 }
 
-
 /* StridedSlice masks (TF semantics) and their errors. */
 static void
 new_slice_attrs(void)
@@ -560,11 +559,9 @@ new_slice_attrs(void)
 	       KC_OK, NULL, "x[::-2] of 5 is 3 elements");
 	expect(one_op("StridedSlice", "8,6", "8,6", "{'begin':[0],'end':[8],'strides':[0]}"),
 	       KC_BAD_GRAPH, "/op_desc/0/attr/strides", "stride 0");
-	expect(one_op("StridedSlice", "8,6", "8,6",
-	              "{'begin':[0],'end':[8],'new_axis_mask':-1}"),
+	expect(one_op("StridedSlice", "8,6", "8,6", "{'begin':[0],'end':[8],'new_axis_mask':-1}"),
 	       KC_BAD_GRAPH, "/op_desc/0/attr/new_axis_mask", "negative mask");
-	expect(one_op("StridedSlice", "8,6", "8,6",
-	              "{'begin':[0,0,0],'end':[1,1,1]}"),
+	expect(one_op("StridedSlice", "8,6", "8,6", "{'begin':[0,0,0],'end':[1,1,1]}"),
 	       KC_BAD_GRAPH, "/op_desc/0/attr/begin", "3 indexed dims of a rank-2 input");
 	expect(one_op("StridedSlice", "8,6", "8,6",
 	              "{'begin':[0,0,0],'end':[1,1,1],'new_axis_mask':4}"),
@@ -576,7 +573,6 @@ new_slice_attrs(void)
 	              "{'begin':[0],'end':[0],'new_axis_mask':1}"),
 	       KC_TOO_LARGE, "/op_desc/0/input_desc", "a new axis beyond rank 8");
 }
-
 
 /* Inputs a0..a{nin-1} (dtype dt, shape [8]) -> op -> b (odt [8]); with
  * dyn, the op's inputs are one dynamic list (AddN). */
@@ -607,7 +603,7 @@ ew_doc(const char *op, const char *dt, int nin, const char *odt, bool dyn)
 static void
 test_new_ops(void)
 {
-	static const char *const un[] = {"Sin", "Cos", "Asin", "ACos", "Atan",
+	static const char *const un[] = {"Sin",   "Cos",   "Asin",  "ACos", "Atan",
 	                                 "Asinh", "Acosh", "Expm1", "ASin", "Acos"};
 	char what[64];
 	cJSON *d;
