@@ -108,9 +108,9 @@ gemm_stack_bytes(const LnGemm *G)
 
 /* The micro-tile (mr rows x nv vectors): the knobs', or, where they are 0,
  * the candidate that fits the register file (mr * nv accumulators + nv B
- * vectors + a broadcast) with the least work per useful FMA: padded
- * ceil(M/mr) mr x ceil(N/nr) nr, divided by the FMAs per load of the
- * micro-kernel, mr nv / (mr + nv). The first candidate wins ties. */
+ * vectors + a broadcast) with the least padded work, ceil(M/mr) mr x
+ * ceil(N/nr) nr; the first candidate wins ties (measured: 8 x 3 is as fast
+ * as 6 x 4 on Zen 4 and compiles in half the time). */
 static void
 pick_tile(const LnGemm *G, const KcKnobs *k, int *mr, int *nr)
 {
@@ -127,7 +127,7 @@ pick_tile(const LnGemm *G, const KcKnobs *k, int *mr, int *nr)
 		if ((k->mr && m != k->mr) || (k->nr_vecs && v != k->nr_vecs) || v * vw > 64)
 			continue;
 		double work = (double)round_up(G->M, m) * (double)round_up(G->N, (int64_t)v * vw);
-		double cost = work * (m + v) / (m * v);
+		double cost = work;
 		if (best < 0 || cost < bcost) {
 			best = i;
 			bcost = cost;
