@@ -122,9 +122,15 @@ pick_tile(const LnGemm *G, const KcKnobs *k, int *mr, int *nr)
 	int vw = k->vector_width, best = -1;
 	double bcost = 0;
 
+	/* A is read in place, mr rows at a time: rows a multiple of 4 KiB apart
+	 * fall into one L1 set (8 ways on the x86 cores we know), so more than
+	 * 6 of them evict each other and the B panel (1024 x 1024: 2x slower) */
+	bool alias = G->a_ks == 1 && (G->a_ms * 4) % 4096 == 0;
 	for (int i = 0; i < n; i++) {
 		int m = c[i][0], v = c[i][1];
 		if ((k->mr && m != k->mr) || (k->nr_vecs && v != k->nr_vecs) || v * vw > 64)
+			continue;
+		if (alias && !k->mr && m > 6)
 			continue;
 		double work = (double)round_up(G->M, m) * (double)round_up(G->N, (int64_t)v * vw);
 		double cost = work;
