@@ -128,13 +128,17 @@ floor_(M *m, LLVMValueRef x)
 	return math_intrinsic(m->b, "llvm.floor", &x, 1);
 }
 
-/* Horner: c[0] + x*(c[1] + x*(... c[n-1])) */
+/* Horner: c[0] + x*(c[1] + x*(... c[n-1])), with fused multiply-adds */
 static LLVMValueRef
 horner(M *m, LLVMValueRef x, const double *c, int n)
 {
 	LLVMValueRef acc = fc(m, c[n - 1]);
-	for (int i = n - 2; i >= 0; i--)
-		acc = ADD(MUL(acc, x), fc(m, c[i]));
+	for (int i = n - 2; i >= 0; i--) {
+		/* llvm.fmuladd: one FMA where the target has it (x86 FMA3, NEON),
+		 * a multiply and an add elsewhere, never a libm call */
+		LLVMValueRef a[3] = {acc, x, fc(m, c[i])};
+		acc = math_intrinsic(m->b, "llvm.fmuladd", a, 3);
+	}
 	return acc;
 }
 

@@ -924,7 +924,7 @@ cumulate(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 			for (int64_t q = 0; q < n; q++) {
 				int64_t k = at->reverse ? n - 1 - q : q;
 				int64_t e = (o * n + k) * inner + i;
-				Cell c;
+				Cell c = {0}; /* set below on every path; gcc -O1 + ASan cannot tell */
 				if (at->exclusive) { /* the value before this element */
 					if (fl)
 						c.f = af;
