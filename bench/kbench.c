@@ -43,6 +43,12 @@
 #include "peers.h"
 
 /* ---- a small persistent thread pool implementing KcsRuntime ------------ */
+/* Idle workers (and the caller waiting for them) spin for a while before
+ * they sleep on a condition variable, as libgomp's default wait policy
+ * does for oneDNN's threads: a region that starts within POOL_SPIN
+ * pause-loops of the previous one costs no wake-up (tens of microseconds
+ * on a VM, as long as a whole softmax). */
+#define POOL_SPIN 20000
 
 typedef struct Pool {
 	int n;
@@ -50,7 +56,8 @@ typedef struct Pool {
 	pthread_mutex_t mu;
 	pthread_cond_t go, done;
 	uint64_t gen;
-	int pending;
+	atomic_ulong agen;   /* gen, for the spinning */
+	atomic_int apending; /* workers still running the current region */
 	bool quit;
 	KcsTaskFn fn;
 	void *closure;
@@ -74,25 +81,38 @@ pool_work(Pool *p)
 	}
 }
 
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 static void *
 pool_main(void *arg)
 {
 	Pool *p = arg;
 	uint64_t seen = 0;
-	pthread_mutex_lock(&p->mu);
 	for (;;) {
+		for (int i = 0; i < POOL_SPIN && atomic_load(&p->agen) == seen; i++)
+			cpu_relax();
+		pthread_mutex_lock(&p->mu);
 		while (p->gen == seen && !p->quit)
 			pthread_cond_wait(&p->go, &p->mu);
-		if (p->quit)
+		if (p->quit) {
+			pthread_mutex_unlock(&p->mu);
 			break;
+		}
 		seen = p->gen;
 		pthread_mutex_unlock(&p->mu);
 		pool_work(p);
-		pthread_mutex_lock(&p->mu);
-		if (--p->pending == 0)
+		if (atomic_fetch_sub(&p->apending, 1) == 1) {
+			pthread_mutex_lock(&p->mu);
 			pthread_cond_signal(&p->done);
+			pthread_mutex_unlock(&p->mu);
+		}
 	}
-	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
@@ -106,13 +126,16 @@ pool_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t ntasks)
 	p->ntasks = ntasks;
 	atomic_store(&p->next, 0);
 	atomic_store(&p->rc, 0);
-	p->pending = p->n - 1;
+	atomic_store(&p->apending, p->n - 1);
 	p->gen++;
+	atomic_store(&p->agen, p->gen);
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mu);
 	pool_work(p); /* the caller is worker 0 */
+	for (int i = 0; i < POOL_SPIN && atomic_load(&p->apending) > 0; i++)
+		cpu_relax();
 	pthread_mutex_lock(&p->mu);
-	while (p->pending > 0)
+	while (atomic_load(&p->apending) > 0)
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 	return atomic_load(&p->rc);
