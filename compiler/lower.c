@@ -1332,7 +1332,7 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
 	LnGemm *G = ARENA_NEW(ln->arena, LnGemm);
 	int64_t ar = a->shape[a->rank - 2], ac = a->shape[a->rank - 1];
-	int64_t br = b->shape[b->rank - 2], bc = b->shape[b->rank - 1];
+	int64_t bc = b->shape[b->rank - 1];
 
 	G->batch = 1;
 	for (int d = 0; d < v->rank - 2; d++)
@@ -1348,7 +1348,6 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	G->a_ks = nd->attrs.trans_a ? ac : 1;
 	G->b_ks = nd->attrs.trans_b ? 1 : bc; /* b is [K, N], or [N, K] */
 	G->b_ns = nd->attrs.trans_b ? bc : 1;
-	(void)br;
 	G->c = buf;
 	G->acc = workspace_raw(
 	    ln, arena_printf(ln->arena, "%s:acc", v->tensor_name ? v->tensor_name : "?"),
@@ -1356,9 +1355,10 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	LnStage *st = stage_new(L, (*s)++);
 	st->gemm = G;
 	st->nloops = 1;
-	st->loops[0].var = ln_var_new(ln, 1);
-	st->loops[0].extent = 1;
-	/* a blocking until the schedule sets one: mc = M, nc = N, kc = K */
+	/* one loop over the work units; until the schedule sets a blocking,
+	 * one unit per batch (mc = M, nc = N, kc = K) */
+	st->loops[0].var = ln_var_new(ln, G->batch);
+	st->loops[0].extent = G->batch;
 	G->mr = 1;
 	G->vw = 1;
 	G->nr = 1;
@@ -1366,8 +1366,6 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	G->nc = G->N;
 	G->kc = G->K;
 	G->units_m = G->units_n = 1;
-	st->loops[0].extent = G->batch;
-	ln->var_extent[st->loops[0].var] = G->batch;
 	return KC_OK;
 }
 
