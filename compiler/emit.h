@@ -34,6 +34,7 @@ LLVMValueRef em_expr(Em *E, const LnExpr *e);                    /* memoised */
 void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v); /* narrows */
 void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);       /* !llvm.loop */
 void em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name);
+LLVMValueRef em_entry_alloca(Em *E, LLVMTypeRef t); /* in E->fn's entry block */
 
 /* emit_gemm.c: the body of GEMM stage st (its work units [lo, hi)) into
  * E->fn at the builder's position. */

@@ -93,47 +93,27 @@ loop_close(Em *E, GLoop *l)
 static LLVMValueRef
 entry_array(Em *E, int64_t n, unsigned align)
 {
-	LLVMBuilderRef b = LLVMCreateBuilderInContext(E->ctx);
-	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(E->fn);
-	LLVMValueRef first = LLVMGetFirstInstruction(entry);
-	if (first)
-		LLVMPositionBuilderBefore(b, first);
-	else
-		LLVMPositionBuilderAtEnd(b, entry);
-	LLVMValueRef a = LLVMBuildAlloca(b, LLVMArrayType2(E->f32, (uint64_t)n), "gemm_buf");
+	LLVMValueRef a = em_entry_alloca(E, LLVMArrayType2(E->f32, (uint64_t)n));
 	LLVMSetAlignment(a, align);
-	LLVMDisposeBuilder(b);
 	return a;
 }
 
-/* !llvm.loop {vectorize.enable false, unroll.count n} on the latch br. */
+/* !llvm.loop {vectorize.enable false, unroll.count n} on the latch br, or
+ * {vectorize.enable false, unroll.disable} when n <= 1: loops emitted
+ * already vectorised (the micro-kernel), or scalar edge loops not worth
+ * the compile time. */
 static void
-ukr_md(Em *E, LLVMValueRef br, int unroll)
+plain_md(Em *E, LLVMValueRef br, int unroll)
 {
 	LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
 	LLVMMetadataRef ve[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
 	                         LLVMValueAsMetadata(LLVMConstInt(E->i1, 0, 0))};
 	LLVMMetadataRef un[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.count", 22),
 	                         LLVMValueAsMetadata(LLVMConstInt(E->i32, (unsigned)unroll, 0))};
+	if (unroll <= 1)
+		un[0] = LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.disable", 24);
 	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(E->ctx, ve, 2),
-	                          LLVMMDNodeInContext2(E->ctx, un, 2)};
-	LLVMMetadataRef node = LLVMMDNodeInContext2(E->ctx, ops, 3);
-	LLVMMetadataReplaceAllUsesWith(tmp, node);
-	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(E->ctx, "llvm.loop", 9),
-	                LLVMMetadataAsValue(E->ctx, node));
-}
-
-/* !llvm.loop {vectorize.enable false, unroll.disable}: loops emitted
- * already vectorised, or scalar edge loops not worth the compile time. */
-static void
-plain_md(Em *E, LLVMValueRef br)
-{
-	LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
-	LLVMMetadataRef ve[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
-	                         LLVMValueAsMetadata(LLVMConstInt(E->i1, 0, 0))};
-	LLVMMetadataRef un[1] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.disable", 24)};
-	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(E->ctx, ve, 2),
-	                          LLVMMDNodeInContext2(E->ctx, un, 1)};
+	                          LLVMMDNodeInContext2(E->ctx, un, unroll <= 1 ? 1 : 2)};
 	LLVMMetadataRef node = LLVMMDNodeInContext2(E->ctx, ops, 3);
 	LLVMMetadataReplaceAllUsesWith(tmp, node);
 	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(E->ctx, "llvm.loop", 9),
@@ -288,14 +268,14 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		for (int v = 0; v < nv; v++)
 			store_f(E, load_f(E, vt, gep(E, src, k64(E, v * vw)), 4),
 			        gep(E, dst, k64(E, v * vw)), valign);
-		plain_md(E, loop_close(E, &lkk));
+		plain_md(E, loop_close(E, &lkk), 1);
 		LLVMBuildBr(b, bd);
 		LLVMPositionBuilderAtEnd(b, bt);
 		kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_tk");
 		LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_tc");
 		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-		plain_md(E, loop_close(E, &lc));
-		plain_md(E, loop_close(E, &lkk));
+		plain_md(E, loop_close(E, &lc), 1);
+		plain_md(E, loop_close(E, &lkk), 1);
 		LLVMBuildBr(b, bd);
 		LLVMPositionBuilderAtEnd(b, bd);
 	} else if (vw > 1) {
@@ -335,30 +315,30 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			    E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, k0, k64(E, nr), ""), c0, ""));
 			for (int i = 0; i < vw; i++)
 				store_f(E, rows[i], gep(E, dst, k64(E, (int64_t)i * nr)), valign);
-			plain_md(E, loop_close(E, &lkk));
+			plain_md(E, loop_close(E, &lkk), 1);
 			LLVMValueRef kk = loop_open(E, &lkk, kfull, kcur, 1, "packt_kt");
 			LLVMValueRef c = loop_open(E, &lc, c0, c1, 1, "packt_c");
 			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-			plain_md(E, loop_close(E, &lc));
-			plain_md(E, loop_close(E, &lkk));
+			plain_md(E, loop_close(E, &lc), 1);
+			plain_md(E, loop_close(E, &lkk), 1);
 			LLVMBuildBr(b, bd);
 			LLVMPositionBuilderAtEnd(b, bs);
 			c = loop_open(E, &lc, c0, c1, 1, "packs_c");
 			kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
 			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-			plain_md(E, loop_close(E, &lkk));
-			plain_md(E, loop_close(E, &lc));
+			plain_md(E, loop_close(E, &lkk), 1);
+			plain_md(E, loop_close(E, &lc), 1);
 			LLVMBuildBr(b, bd);
 			LLVMPositionBuilderAtEnd(b, bd);
 		}
-		plain_md(E, loop_close(E, &lg));
+		plain_md(E, loop_close(E, &lg), 1);
 	} else {
 		/* scalar vectors, B's rows along k: copy along k */
 		LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_c");
 		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
 		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-		plain_md(E, loop_close(E, &lkk));
-		plain_md(E, loop_close(E, &lc));
+		plain_md(E, loop_close(E, &lkk), 1);
+		plain_md(E, loop_close(E, &lc), 1);
 	}
 	loop_close(E, &lj);
 
@@ -420,10 +400,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMSetNSW(kn, 1);
 		LLVMValueRef br =
 		    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, kn, kcur, ""), hd, ex);
-		if (UKR_UNROLL > 1)
-			ukr_md(E, br, UKR_UNROLL);
-		else
-			plain_md(E, br);
+		plain_md(E, br, UKR_UNROLL);
 		LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
 		LLVMAddIncoming(k, &kn, &latch, 1);
 		for (int i = 0; i < mr * nv; i++)
@@ -549,8 +526,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		if (ep)
 			vec_md(E, br, vw); /* the epilogue's math wants vectors */
 		else
-			plain_md(E, br); /* only edge tiles come here */
-		plain_md(E, loop_close(E, &lr));
+			plain_md(E, br, 1); /* only edge tiles come here */
+		plain_md(E, loop_close(E, &lr), 1);
 		LLVMBuildBr(b, bjoin);
 	}
 	LLVMPositionBuilderAtEnd(b, bjoin);

@@ -1311,3 +1311,9 @@ em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name)
 {
 	add_attr(E, fn, idx, name);
 }
+
+LLVMValueRef
+em_entry_alloca(Em *E, LLVMTypeRef t)
+{
+	return entry_alloca(E, t);
+}

@@ -43,6 +43,7 @@
 
 #include "compiler.h"
 #include "t.h"
+#include "telem.h"
 
 /* Float results may differ from the x86-64 kernel by at most this many
  * ulps (see the comment at ulp_diff). */
@@ -172,61 +173,6 @@ g_json(const G *g, const char *name)
 }
 
 /* ---- element helpers ---------------------------------------------------------- */
-static size_t
-dt_bytes(const char *dt)
-{
-	if (!strcmp(dt, "bool") || strstr(dt, "int8"))
-		return 1;
-	if (strstr(dt, "16"))
-		return 2;
-	if (strstr(dt, "32"))
-		return 4;
-	return 8;
-}
-
-static bool
-dt_float(const char *dt)
-{
-	return strstr(dt, "float") != NULL;
-}
-
-static double
-as_f64(const char *dt, const void *p, int64_t i)
-{
-	if (!strcmp(dt, "float16")) {
-		unsigned h = ((const uint16_t *)p)[i], e = (h >> 10) & 31, m = h & 1023;
-		double v = e == 0    ? ldexp(m, -24)
-		           : e == 31 ? (m ? NAN : INFINITY)
-		                     : ldexp(m + 1024, (int)e - 25);
-		return (h & 0x8000) ? -v : v;
-	}
-	if (!strcmp(dt, "bfloat16")) {
-		uint32_t w = (uint32_t)((const uint16_t *)p)[i] << 16;
-		float f;
-		memcpy(&f, &w, 4);
-		return f;
-	}
-	if (!strcmp(dt, "float32"))
-		return ((const float *)p)[i];
-	if (!strcmp(dt, "float64"))
-		return ((const double *)p)[i];
-	if (!strcmp(dt, "bool") || !strcmp(dt, "uint8"))
-		return ((const uint8_t *)p)[i];
-	if (!strcmp(dt, "int8"))
-		return ((const int8_t *)p)[i];
-	if (!strcmp(dt, "int16"))
-		return ((const int16_t *)p)[i];
-	if (!strcmp(dt, "uint16"))
-		return ((const uint16_t *)p)[i];
-	if (!strcmp(dt, "int32"))
-		return ((const int32_t *)p)[i];
-	if (!strcmp(dt, "uint32"))
-		return ((const uint32_t *)p)[i];
-	if (!strcmp(dt, "int64"))
-		return (double)((const int64_t *)p)[i];
-	return (double)((const uint64_t *)p)[i];
-}
-
 /* Distance in units in the last place between two floats of `dt` (raw bits
  * a and b, sign-magnitude mapped onto a monotonic integer line; +0 == -0;
  * two NaNs are 0 apart, a NaN and a number INT64_MAX).
@@ -249,14 +195,14 @@ ulp_diff(const char *dt, const void *pa, const void *pb, int64_t i)
 		int64_t x, y;
 		memcpy(&x, (const char *)pa + 8 * i, 8);
 		memcpy(&y, (const char *)pb + 8 * i, 8);
-		if (isnan(as_f64(dt, pa, i)) || isnan(as_f64(dt, pb, i)))
-			return isnan(as_f64(dt, pa, i)) && isnan(as_f64(dt, pb, i)) ? 0 : INT64_MAX;
+		if (isnan(t_as_f64(dt, pa, i)) || isnan(t_as_f64(dt, pb, i)))
+			return isnan(t_as_f64(dt, pa, i)) && isnan(t_as_f64(dt, pb, i)) ? 0 : INT64_MAX;
 		a = x < 0 ? INT64_MIN - x : x;
 		b = y < 0 ? INT64_MIN - y : y;
 		return a > b ? a - b : b - a;
 	}
-	if (isnan(as_f64(dt, pa, i)) || isnan(as_f64(dt, pb, i)))
-		return isnan(as_f64(dt, pa, i)) && isnan(as_f64(dt, pb, i)) ? 0 : INT64_MAX;
+	if (isnan(t_as_f64(dt, pa, i)) || isnan(t_as_f64(dt, pb, i)))
+		return isnan(t_as_f64(dt, pa, i)) && isnan(t_as_f64(dt, pb, i)) ? 0 : INT64_MAX;
 	if (!strcmp(dt, "float32")) {
 		int32_t x, y;
 		memcpy(&x, (const char *)pa + 4 * i, 4);
@@ -343,15 +289,15 @@ run_a64(const KcArtifact *art, int nargs, int nin, const KcArgInfo *ai, void *co
 		int64_t numel = 1;
 		for (int d = 0; d < ai[i].rank; d++)
 			numel *= ai[i].shape[d];
-		uint64_t bytes = (uint64_t)numel * dt_bytes(ai[i].dtype);
-		uint32_t es[2] = {(uint32_t)dt_bytes(ai[i].dtype), ai[i].is_output};
+		uint64_t bytes = (uint64_t)numel * t_dt_bytes(ai[i].dtype);
+		uint32_t es[2] = {(uint32_t)t_dt_bytes(ai[i].dtype), ai[i].is_output};
 		ok = ok && fwrite(&bytes, 8, 1, f) == 1 && fwrite(es, 4, 2, f) == 2;
 	}
 	for (int i = 0; i < nin; i++) {
 		int64_t numel = 1;
 		for (int d = 0; d < ai[i].rank; d++)
 			numel *= ai[i].shape[d];
-		size_t bytes = (size_t)numel * dt_bytes(ai[i].dtype);
+		size_t bytes = (size_t)numel * t_dt_bytes(ai[i].dtype);
 		ok = ok && fwrite(args[i], 1, bytes, f) == bytes;
 	}
 	if (fclose(f) != 0 || !ok)
@@ -419,8 +365,8 @@ compare(const char *label, const char *tname, int ti, int out_idx, const KcArgIn
         int64_t numel, const void *got, const void *got_pool, const void *hostv, const void *interp,
         const void *exact, double tol)
 {
-	size_t bytes = (size_t)numel * dt_bytes(a->dtype);
-	bool fl = dt_float(a->dtype);
+	size_t bytes = (size_t)numel * t_dt_bytes(a->dtype);
+	bool fl = t_dt_float(a->dtype);
 	int64_t maxu = 0, bad_host = 0, bad_ref = 0, bad_exact = 0, first = -1, rfirst = -1;
 	char why[200] = "";
 
@@ -429,7 +375,7 @@ compare(const char *label, const char *tname, int ti, int out_idx, const KcArgIn
 		const void *want = interp ? interp : got;
 		int64_t bad_pool = 0, pfirst = -1;
 		for (int64_t e = 0; e < numel; e++) {
-			double x = as_f64(a->dtype, got_pool, e), y = as_f64(a->dtype, want, e);
+			double x = t_as_f64(a->dtype, got_pool, e), y = t_as_f64(a->dtype, want, e);
 			bool same = x == y || (isnan(x) && isnan(y)) ||
 			            (fl && fabs(x - y) <= atol + tol * fabs(y));
 			if (!same && bad_pool++ == 0)
@@ -438,7 +384,7 @@ compare(const char *label, const char *tname, int ti, int out_idx, const KcArgIn
 		if (bad_pool)
 			snprintf(why, sizeof why, ": %lld differ, first [%lld] %.9g vs %.9g",
 			         (long long)bad_pool, (long long)pfirst,
-			         as_f64(a->dtype, got_pool, pfirst), as_f64(a->dtype, want, pfirst));
+			         t_as_f64(a->dtype, got_pool, pfirst), t_as_f64(a->dtype, want, pfirst));
 		OKF(bad_pool == 0, "%s [%s] output %d (%s): threaded run matches %s%s", label,
 		    tname, out_idx, a->tensor_name, interp ? "kc_interp" : "the serial run", why);
 		why[0] = 0;
@@ -448,7 +394,7 @@ compare(const char *label, const char *tname, int ti, int out_idx, const KcArgIn
 	}
 	for (int64_t e = 0; e < numel; e++) {
 		if (fl && loose_atol > 0) {
-			double x = as_f64(a->dtype, got, e), y = as_f64(a->dtype, hostv, e);
+			double x = t_as_f64(a->dtype, got, e), y = t_as_f64(a->dtype, hostv, e);
 			if (!(x == y || (isnan(x) && isnan(y)) ||
 			      fabs(x - y) <= atol + tol * fabs(y)) &&
 			    bad_host++ == 0)
@@ -462,22 +408,22 @@ compare(const char *label, const char *tname, int ti, int out_idx, const KcArgIn
 			             : MAX_ULP_F32) &&
 			    bad_host++ == 0)
 				first = e;
-		} else if (memcmp((const char *)got + (size_t)e * dt_bytes(a->dtype),
-		                  (const char *)hostv + (size_t)e * dt_bytes(a->dtype),
-		                  dt_bytes(a->dtype)) != 0 &&
+		} else if (memcmp((const char *)got + (size_t)e * t_dt_bytes(a->dtype),
+		                  (const char *)hostv + (size_t)e * t_dt_bytes(a->dtype),
+		                  t_dt_bytes(a->dtype)) != 0 &&
 		           bad_host++ == 0) {
 			first = e;
 		}
 		if (interp) {
-			double x = as_f64(a->dtype, got, e), y = as_f64(a->dtype, interp, e);
+			double x = t_as_f64(a->dtype, got, e), y = t_as_f64(a->dtype, interp, e);
 			bool same = x == y || (isnan(x) && isnan(y)) ||
 			            (fl && fabs(x - y) <= atol + tol * fabs(y));
 			if (!same && bad_ref++ == 0)
 				rfirst = e;
 		}
-		if (exact && memcmp((const char *)got + (size_t)e * dt_bytes(a->dtype),
-		                    (const char *)exact + (size_t)e * dt_bytes(a->dtype),
-		                    dt_bytes(a->dtype)) != 0)
+		if (exact && memcmp((const char *)got + (size_t)e * t_dt_bytes(a->dtype),
+		                    (const char *)exact + (size_t)e * t_dt_bytes(a->dtype),
+		                    t_dt_bytes(a->dtype)) != 0)
 			bad_exact++;
 	}
 	if (fl) {
@@ -495,15 +441,15 @@ compare(const char *label, const char *tname, int ti, int out_idx, const KcArgIn
 		         fl ? (loose_atol > 0 ? " by more than the tolerance"
 		                              : " by more than the ulp bound")
 		            : "",
-		         (long long)first, as_f64(a->dtype, got, first),
-		         as_f64(a->dtype, hostv, first));
+		         (long long)first, t_as_f64(a->dtype, got, first),
+		         t_as_f64(a->dtype, hostv, first));
 	OKF(bad_host == 0, "%s [%s] output %d (%s %s) matches x86-64 (%lld ulp)%s", label, tname,
 	    out_idx, a->tensor_name, a->dtype, (long long)maxu, why);
 	why[0] = 0;
 	if (bad_ref)
 		snprintf(why, sizeof why, ": %lld mismatches, first [%lld] %.9g want %.9g",
-		         (long long)bad_ref, (long long)rfirst, as_f64(a->dtype, got, rfirst),
-		         as_f64(a->dtype, interp, rfirst));
+		         (long long)bad_ref, (long long)rfirst, t_as_f64(a->dtype, got, rfirst),
+		         t_as_f64(a->dtype, interp, rfirst));
 	if (interp)
 		OKF(bad_ref == 0, "%s [%s] output %d matches kc_interp%s", label, tname, out_idx,
 		    why);
@@ -547,7 +493,7 @@ check(const char *label, const char *json, size_t len, uint64_t seed, RefFn ref)
 		numel[i] = 1;
 		for (int d = 0; d < ai[i].rank; d++)
 			numel[i] *= ai[i].shape[d];
-		size_t bytes = (size_t)numel[i] * dt_bytes(ai[i].dtype) + 8;
+		size_t bytes = (size_t)numel[i] * t_dt_bytes(ai[i].dtype) + 8;
 		args[i] = calloc(1, bytes);
 		ra[i] = calloc(1, bytes); /* kc_interp writes Assign destinations */
 		xa[i] = ai[i].is_output ? calloc(1, bytes) : args[i];
@@ -562,7 +508,7 @@ check(const char *label, const char *json, size_t len, uint64_t seed, RefFn ref)
 	}
 	kc_interp_random_inputs(c, g, seed, args);
 	for (int i = 0; i < nin; i++)
-		memcpy(ra[i], args[i], (size_t)numel[i] * dt_bytes(ai[i].dtype));
+		memcpy(ra[i], args[i], (size_t)numel[i] * t_dt_bytes(ai[i].dtype));
 	if (ntargets == NTARGETS)
 		OKF(kc_interp(c, g, ra, (size_t)1 << 32, &err) == KC_OK, "%s: kc_interp%s%s", label,
 		    err.msg[0] ? ": " : "", err.msg);
@@ -585,7 +531,7 @@ check(const char *label, const char *json, size_t len, uint64_t seed, RefFn ref)
 			continue;
 		}
 		for (int i = nin; i < n; i++)
-			want += 2 * (size_t)numel[i] * dt_bytes(ai[i].dtype);
+			want += 2 * (size_t)numel[i] * t_dt_bytes(ai[i].dtype);
 		res = run_a64(&ab.art, n, nin, ai, args, &olen);
 		OKF(res && olen == want, "%s [%s]: runs under qemu (%zu of %zu bytes)", label,
 		    t.name, olen, want);
@@ -599,7 +545,7 @@ check(const char *label, const char *json, size_t len, uint64_t seed, RefFn ref)
 			off = 16;
 			size_t off2 = 16 + (want - 16) / 2;
 			for (int i = nin; i < n; i++) {
-				size_t b = (size_t)numel[i] * dt_bytes(ai[i].dtype);
+				size_t b = (size_t)numel[i] * t_dt_bytes(ai[i].dtype);
 				double tol = kc_interp_half_upstream(c, g, i - nin) ? 1e-2 : 1e-4;
 				compare(label, t.name, ti, i - nin, &ai[i], numel[i], res + off,
 				        res + off2, args[i], ntargets == NTARGETS ? ra[i] : NULL,

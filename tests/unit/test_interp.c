@@ -21,6 +21,7 @@
 
 #include "compiler.h"
 #include "t.h"
+#include "telem.h"
 
 typedef int32_t (*KernelFn)(const void *rt, void *const *args, const int64_t *dims);
 
@@ -814,37 +815,6 @@ ties(void)
 static KcTarget host;
 static int n_diff, n_diff_ok;
 
-static size_t
-dt_bytes(const char *dt)
-{
-	if (!strcmp(dt, "bool") || strstr(dt, "int8"))
-		return 1;
-	if (strstr(dt, "16"))
-		return 2;
-	if (strstr(dt, "32"))
-		return 4;
-	return 8;
-}
-
-static double
-as_f64(const char *dt, const void *p, int64_t i)
-{
-	if (!strcmp(dt, "float16")) {
-		unsigned h = ((const uint16_t *)p)[i], e = (h >> 10) & 31, m = h & 1023;
-		double v = e == 0    ? ldexp(m, -24)
-		           : e == 31 ? (m ? NAN : INFINITY)
-		                     : ldexp(m + 1024, (int)e - 25);
-		return (h & 0x8000) ? -v : v;
-	}
-	if (!strcmp(dt, "bfloat16")) {
-		uint32_t w = (uint32_t)((const uint16_t *)p)[i] << 16;
-		float f;
-		memcpy(&f, &w, 4);
-		return f;
-	}
-	return unpack(dt, p, (int)i);
-}
-
 /* Compiles json for the host, runs it serially on random inputs and
  * compares with kc_interp. Returns false if it does not compile (skipped). */
 static bool
@@ -887,7 +857,7 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 		int64_t numel = 1;
 		for (int d = 0; d < ai[i].rank; d++)
 			numel *= ai[i].shape[d];
-		size_t bytes = (size_t)numel * dt_bytes(ai[i].dtype);
+		size_t bytes = (size_t)numel * t_dt_bytes(ai[i].dtype);
 		ka[i] = calloc(1, bytes + 8);
 		ra[i] = calloc(1, bytes + 8);
 		if (!ai[i].is_output)
@@ -899,7 +869,7 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 		int64_t numel = 1;
 		for (int d = 0; d < ai[i].rank; d++)
 			numel *= ai[i].shape[d];
-		memcpy(ra[i], ka[i], (size_t)numel * dt_bytes(ai[i].dtype));
+		memcpy(ra[i], ka[i], (size_t)numel * t_dt_bytes(ai[i].dtype));
 	}
 	ran = true;
 	n_diff++;
@@ -927,7 +897,7 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 		const uint8_t *tm = i >= nin ? tie[i - nin] : NULL;
 		int64_t bad = 0, first = -1;
 		for (int64_t e = 0; e < numel; e++) {
-			double x = as_f64(ai[i].dtype, ka[i], e), y = as_f64(ai[i].dtype, ra[i], e);
+			double x = t_as_f64(ai[i].dtype, ka[i], e), y = t_as_f64(ai[i].dtype, ra[i], e);
 			bool same = x == y || (isnan(x) && isnan(y)) ||
 			            (fl && fabs(x - y) <= tol + tol * fabs(y));
 			if (!same && !(tm && tm[e]) && bad++ == 0)
@@ -937,7 +907,7 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 			all = false;
 			OKF(0, "%s: argument %d: %lld mismatches, first [%lld] got %.9g want %.9g",
 			    label, i, (long long)bad, (long long)first,
-			    as_f64(ai[i].dtype, ka[i], first), as_f64(ai[i].dtype, ra[i], first));
+			    t_as_f64(ai[i].dtype, ka[i], first), t_as_f64(ai[i].dtype, ra[i], first));
 		}
 	}
 	if (all)
@@ -1325,11 +1295,11 @@ accuracy(const char *op, const char *dt, double lo, double hi, double rtol)
 	OKF(ok, "%s: kernel runs", label);
 	int bad = 0;
 	for (int i = 0; i < n && ok; i++) {
-		double k = as_f64(dt, ka[1], i), r = as_f64(dt, ra[1], i);
+		double k = t_as_f64(dt, ka[1], i), r = t_as_f64(dt, ra[1], i);
 		bool same = k == r || (isnan(k) && isnan(r)) || fabs(k - r) <= rtol * fabs(r);
 		if (!same && bad++ < 3)
 			OKF(0, "%s: x = %.17g: kernel %.17g, reference %.17g (rel %.3g)", label,
-			    half ? as_f64(dt, ra[0], i) : x[i], k, r, fabs(k - r) / fabs(r));
+			    half ? t_as_f64(dt, ra[0], i) : x[i], k, r, fabs(k - r) / fabs(r));
 	}
 	OKF(ok && bad == 0, "%s: %d elements within %g (%d off)", label, n, rtol, bad);
 	compile_ctx_free(c);
@@ -1379,7 +1349,7 @@ trig_kernels(void)
 		bool ok = run_kernel("Atan2", json, ka);
 		int bad = 0;
 		for (int e = 0; e < NV * NV && ok; e++) {
-			double want = atan2(y[e], x[e]), got = as_f64(dt, ka[2], e);
+			double want = atan2(y[e], x[e]), got = t_as_f64(dt, ka[2], e);
 			if (t == 0)
 				want = (float)atan2((float)y[e], (float)x[e]);
 			bool same =

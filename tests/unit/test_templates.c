@@ -85,6 +85,7 @@
 
 #include "compiler.h"
 #include "t.h"
+#include "telem.h"
 
 /* ---- the kcs-cpu-v1 ABI with a 3-thread runtime --------------------------- */
 typedef int32_t (*KcsTaskFn)(void *closure, int64_t task, int64_t ntasks);
@@ -372,55 +373,6 @@ g_json(G *g, const char *name)
 }
 
 /* ---- dtypes ---------------------------------------------------------------------- */
-static size_t
-dt_bytes(const char *dt)
-{
-	if (!strcmp(dt, "bool") || strstr(dt, "int8"))
-		return 1;
-	if (strstr(dt, "16"))
-		return 2;
-	if (strstr(dt, "32"))
-		return 4;
-	return 8;
-}
-
-static bool
-dt_float(const char *dt)
-{
-	return strstr(dt, "float") != NULL;
-}
-
-static double
-as_f64(const char *dt, const void *p, int64_t i)
-{
-	if (!strcmp(dt, "float16")) {
-		unsigned h = ((const uint16_t *)p)[i], e = (h >> 10) & 31, m = h & 1023;
-		double v = e == 0    ? ldexp(m, -24)
-		           : e == 31 ? (m ? NAN : INFINITY)
-		                     : ldexp(m + 1024, (int)e - 25);
-		return (h & 0x8000) ? -v : v;
-	}
-	if (!strcmp(dt, "bfloat16")) {
-		uint32_t w = (uint32_t)((const uint16_t *)p)[i] << 16;
-		float f;
-		memcpy(&f, &w, 4);
-		return f;
-	}
-	if (!strcmp(dt, "float32"))
-		return ((const float *)p)[i];
-	if (!strcmp(dt, "float64"))
-		return ((const double *)p)[i];
-	if (!strcmp(dt, "int32"))
-		return ((const int32_t *)p)[i];
-	if (!strcmp(dt, "int64"))
-		return (double)((const int64_t *)p)[i];
-	if (!strcmp(dt, "int16"))
-		return ((const int16_t *)p)[i];
-	if (!strcmp(dt, "int8"))
-		return ((const int8_t *)p)[i];
-	return ((const uint8_t *)p)[i]; /* bool, uint8 */
-}
-
 /* ---- running one case ---------------------------------------------------------------- */
 #define MAX_ARGS 16
 #define GUARD 64
@@ -518,7 +470,7 @@ run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fil
 	bool ok = true;
 
 	for (int i = 0; i < x->n; i++) {
-		size_t shift = misalign ? dt_bytes(x->ai[i].dtype) : 0;
+		size_t shift = misalign ? t_dt_bytes(x->ai[i].dtype) : 0;
 		tot[i] = (x->bytes[i] + 2 * GUARD + 64 + 63) / 64 * 64;
 		base[i] = aligned_alloc(64, tot[i]);
 		memset(base[i], GUARD_BYTE, tot[i]);
@@ -561,11 +513,11 @@ run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fil
 		}
 	for (int i = x->nin; i < x->n && ok; i++) {
 		const char *dt = x->ai[i].dtype;
-		bool fl = dt_float(dt);
+		bool fl = t_dt_float(dt);
 		int64_t bad = 0, first = -1;
 		double maxerr = 0;
 		for (int64_t e = 0; e < x->numel[i]; e++) {
-			double g = as_f64(dt, args[i], e), w = as_f64(dt, x->ref[i], e);
+			double g = t_as_f64(dt, args[i], e), w = t_as_f64(dt, x->ref[i], e);
 			bool same = g == w || (isnan(g) && isnan(w));
 			if (!same && fl && !isnan(g) && !isnan(w)) {
 				double d = fabs(g - w);
@@ -588,8 +540,8 @@ run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fil
 			    "%s: output %d (%s %s[%s]): %lld of %lld elements differ; first %s "
 			    "got %.9g want %.9g (tolerance %.3g + %.3g|want|, max abs err %.3g)",
 			    what, i - x->nin, x->ai[i].tensor_name, dt, sh, (long long)bad,
-			    (long long)x->numel[i], at, as_f64(dt, args[i], first),
-			    as_f64(dt, x->ref[i], first), x->atol[i], x->tol[i], maxerr);
+			    (long long)x->numel[i], at, t_as_f64(dt, args[i], first),
+			    t_as_f64(dt, x->ref[i], first), x->atol[i], x->tol[i], maxerr);
 			ok = false;
 		}
 	}
@@ -676,7 +628,7 @@ check(Case *cs)
 		x.numel[i] = 1;
 		for (int d = 0; d < a->rank; d++)
 			x.numel[i] *= a->shape[d];
-		x.bytes[i] = (size_t)x.numel[i] * dt_bytes(a->dtype);
+		x.bytes[i] = (size_t)x.numel[i] * t_dt_bytes(a->dtype);
 		x.in0[i] = calloc(1, x.bytes[i] + 8);
 		if (a->is_output) {
 			x.tie[i] = calloc((size_t)x.numel[i] + 1, 1);
@@ -1399,7 +1351,7 @@ chain(const char *dt, int rank, const int64_t *shape)
 		zs[d] = shape[d];
 	zs[rank - 1] = 1;
 	const char *xs = shp(shape, rank), *ys = SH(shape[rank - 1]), *zsh = shp(zs, rank);
-	bool fl = dt_float(dt);
+	bool fl = t_dt_float(dt);
 	const char *cdt = !strcmp(dt, "float32") ? "float16" : "float32";
 	snprintf(label, sizeof label, "chain %s [%s]", dt, xs);
 	if (filter && !strstr(label, filter))
