@@ -25,7 +25,9 @@
  *
  * Prints one markdown table on stdout, plus "@info" lines for bench/run's
  * header. Usage: kbench [--quick] [--target NAME] [--only SECTION,...]
- * (sections: matmul, fused, norm, layout, elementwise).
+ * (sections: matmul, fused, norm, layout, elementwise). With KBENCH_JSON_DIR set,
+ * every workload's composite JSON is also written there (WORKLOAD-SHAPE.json),
+ * to inspect its schedule and IR with the compiler's dumps.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -556,6 +558,16 @@ kernel_build(const char *wl, const char *shape, const char *json, Kernel *k)
 	char path[64];
 
 	memset(k, 0, sizeof *k);
+	const char *jdir = getenv("KBENCH_JSON_DIR"); /* see the header */
+	if (jdir && wl) {
+		char jp[512];
+		snprintf(jp, sizeof jp, "%s/%s-%s.json", jdir, wl, shape);
+		FILE *jf = fopen(jp, "wb");
+		if (jf) {
+			fputs(json, jf);
+			fclose(jf);
+		}
+	}
 	double t0 = now_s(), c0 = thread_cpu_s();
 	if (kc_parse(c, json, strlen(json), NULL, &g, &err) != KC_OK ||
 	    kc_compile(c, g, &g_target, NULL, NULL, &art, &err) != KC_OK) {

@@ -669,23 +669,21 @@ loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)
 	                LLVMMetadataAsValue(E->ctx, node));
 }
 
-/* The accumulator type of a reduction to dtype dt: float32 sums and
- * products accumulate in f64 (a [*, 30000] row sum in f32 loses ~1e-4
- * relative to the f64 reference, and the loop is load-bound anyway);
- * everything else in its compute type (float16/bfloat16 in f32). */
+/* The accumulator type of reduction stage st: its acc dtype, chosen by
+ * lowering (float32 sums of long rows in f64: see LN_F32_ACC_MAX). */
 static LLVMTypeRef
-acc_type(Em *E, IrOp op, KcDtype dt)
+acc_type(Em *E, const LnStage *st)
 {
-	if (dt == KC_DT_FLOAT32 && (op == IR_OP_ADD || op == IR_OP_MUL))
-		return E->f64;
-	return ctype(E, dt);
+	return ctype(E, st->acc);
 }
 
-/* The identity of a reduction's combining op, in its accumulator type. */
+/* The identity of st's combining op, in its accumulator type. */
 static LLVMValueRef
-red_identity(Em *E, IrOp op, KcDtype dt)
+red_identity(Em *E, const LnStage *st)
 {
-	LLVMTypeRef t = acc_type(E, op, dt);
+	IrOp op = st->red_op;
+	KcDtype dt = st->stores[0].value->dtype;
+	LLVMTypeRef t = acc_type(E, st);
 	bool fl = is_float(dt), sg = is_signed(dt);
 	unsigned w = fl ? 0 : LLVMGetIntTypeWidth(t);
 
@@ -799,13 +797,13 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	if (level == st->nloops && st->nred > 0 && E->body != EB_STORES && E->body != EB_REG_STEP) {
 		const LnStore *sto = &st->stores[0];
 		KcDtype dt = sto->value->dtype;
-		LLVMTypeRef at = acc_type(E, st->red_op, dt);
+		LLVMTypeRef at = acc_type(E, st);
 		LLVMValueRef p = elem_ptr(E, st->accbuf, sto->idx), a, r;
 		LLVMTypeRef mt = stype(E, E->ln->bufs[st->accbuf].dtype);
 		bool wide = mt != at; /* a bool accumulator is stored as i8 */
 		KC_ASSERT(!wide || (dt == KC_DT_BOOL && mt == E->i8));
 		if (E->body == EB_ACC_INIT) {
-			a = red_identity(E, st->red_op, dt);
+			a = red_identity(E, st);
 			LLVMBuildStore(E->b, wide ? LLVMBuildZExt(E->b, a, mt, "") : a, p);
 			return true;
 		}
@@ -830,9 +828,9 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	if (st->nred > 0 && level == ln_red_begin(st) && E->body == EB_STORES) {
 		const LnStore *sto = &st->stores[0];
 		KcDtype dt = sto->value->dtype;
-		LLVMTypeRef at = acc_type(E, st->red_op, dt);
+		LLVMTypeRef at = acc_type(E, st);
 		LLVMValueRef acc = entry_alloca(E, at);
-		LLVMBuildStore(E->b, red_identity(E, st->red_op, dt), acc);
+		LLVMBuildStore(E->b, red_identity(E, st), acc);
 		E->acc = acc;
 		E->body = EB_REG_STEP;
 		bool ok = emit_loops(E, st, level, lo, hi);
@@ -855,7 +853,7 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 		LLVMValueRef v = emit_expr(E, sto->value);
 		if (!v)
 			return false;
-		LLVMTypeRef at = acc_type(E, st->red_op, dt);
+		LLVMTypeRef at = acc_type(E, st);
 		LLVMValueRef a = LLVMBuildLoad2(E->b, at, E->acc, "");
 		if (at != LLVMTypeOf(v))
 			v = LLVMBuildFPExt(E->b, v, at, "");

@@ -258,9 +258,8 @@ rf_split(LoopNest *ln, LnStage *a, LnStage *b, int T)
 	LnLoop old = a->loops[rb];
 	int64_t C = old.extent / T, S = 1;
 	LnStore *sto = &a->stores[0];
-	KcDtype dt = ln->bufs[sto->buf].dtype, at = ln_acc_dtype(a->red_op, sto->value->dtype);
+	KcDtype at = a->acc; /* the partials keep the unsplit stage's precision */
 
-	(void)dt;
 	for (int l = 0; l < rb; l++)
 		S *= a->loops[l].extent;
 	*b = *a;

@@ -31,6 +31,9 @@ enum {
 	OPF_CMP = 1u << 1,        /* result is bool */
 	OPF_LOGICAL = 1u << 2,    /* operands are bool */
 	OPF_FLOAT_ONLY = 1u << 3, /* refused on integer/bool operands */
+	OPF_COSTLY = 1u << 4,     /* tens of instructions per element (a polynomial,
+	                             a range reduction): lowering stores a value with
+	                             it once rather than recompute it in two stages */
 };
 
 typedef enum IrOp {

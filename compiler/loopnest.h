@@ -108,6 +108,17 @@ typedef struct LnStore {
 } LnStore;
 
 #define LN_MAX_LOOPS (KC_MAX_RANK + 2)
+/* A float32 sum over its innermost axis that folds at most this many
+ * terms into each result accumulates in float32, as numpy, oneDNN and
+ * MindSpore's own kernels do (the vectorised loop keeps vector_width x
+ * unroll partial sums, so each chain is short); a longer one in float64:
+ * at K = 12288 a float32 dot product misses the 1e-4 relative tolerance of
+ * conformance. Products (relative errors add up along the whole chain) and
+ * outer-axis sums stay float64: an outer-axis sum's order of additions
+ * would depend on how LLVM vectorises each task's chunk of columns, and so
+ * on the thread count, which float64 partials round away. The GEMM stage's
+ * limit on K is this one (lower_gemm.c). */
+#define LN_F32_ACC_MAX 4096
 
 /* A GEMM stage (the "matmul" template, lower_gemm.c / emit_gemm.c):
  *   C[b, m, n] = sum_k A[b, m, k] * B[b, k, n]      (float32 throughout)
@@ -150,8 +161,10 @@ typedef struct LnGemm {
  * reduction) it is the workspace accbuf, indexed like the store, and the
  * innermost (spatial, contiguous) loop vectorises: init acc, then
  * acc[i] op= value over the reduction loops, then store acc. Accumulator
- * types: float32 sums/products f64, float16/bfloat16 f32, others their
- * own. Only spatial loops may be parallel. Stages run in order, each its
+ * types (acc): float16/bfloat16 f32; float32 inner-axis sums of at most
+ * LN_F32_ACC_MAX terms f32, other float32 sums and products f64; others
+ * their own.
+ * Only spatial loops may be parallel. Stages run in order, each its
  * own parallel region, so a stage may read any buffer an earlier one
  * wrote. */
 typedef struct LnStage {
@@ -165,6 +178,7 @@ typedef struct LnStage {
 	int ninner;    /* spatial loops inside the reduction loops */
 	int accbuf;    /* ninner > 0: the accumulator workspace */
 	IrOp red_op;   /* reduction: the combining op */
+	KcDtype acc;   /* reduction: the accumulator dtype (see above) */
 	LnGemm *gemm;  /* a GEMM stage: one parallel loop over its work units,
 	                * no stores (see LnGemm) */
 	int fused_into; /* >= 0: this injective stage is the epilogue of that
@@ -210,7 +224,7 @@ typedef struct LoopNest {
 /* ---- schedules ------------------------------------------------------------ */
 typedef struct KcKnobs {
 	int vector_width;       /* elements per vector, power of two, 1..64 */
-	int unroll;             /* interleave count, 1..16 */
+	int unroll;             /* interleave count, 1..16; 0 = auto per stage */
 	int64_t parallel_grain; /* minimum elements per task, >= 1 */
 	/* "matmul" template only (GEMM stages; see LnGemm) */
 	int mr, nr_vecs;        /* micro-tile: mr rows x nr_vecs vectors (0: auto) */
@@ -276,13 +290,11 @@ KcStatus gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, Kc
 /* Bytes of stack a GEMM task uses (its packed B block and tile). */
 int64_t gemm_stack_bytes(const LnGemm *G);
 /* Exported for the schedule passes (fuse.c): a fresh expression node, a
- * load of buf[idx], e converted to dt, a new workspace, the accumulator
- * dtype of a reduction combining with red_op into dt. */
+ * load of buf[idx], e converted to dt, a new workspace. */
 LnExpr *ln_expr_new(LoopNest *ln, LnExprKind kind, KcDtype dt);
 LnExpr *ln_expr_load(LoopNest *ln, int buf, LnIdx *idx);
 LnExpr *ln_expr_coerce(LoopNest *ln, LnExpr *e, KcDtype dt);
 int ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
-KcDtype ln_acc_dtype(IrOp red_op, KcDtype dt);
 
 /* ---- fuse.c: schedule transforms across loops and stages ------------------ */
 /* Tile a transpose-like injective stage (its innermost store loop reads

@@ -33,6 +33,7 @@
 
 #define MAX_TERMS 64
 #define MAX_EXPRS (1 << 20)
+#define MAX_SHARED 64 /* costly values given a stage of their own, at most */
 
 typedef struct Term {
 	LnIdx *e;
@@ -912,6 +913,84 @@ typedef struct Plan {
 	int nmat, ngroups, nassign, nreduce, nmatmul;
 } Plan;
 
+/* The other outputs: one stage per shape, in order of first appearance. */
+static void
+plan_groups(const IrGraph *g, Plan *P)
+{
+	P->ngroups = 0;
+	for (int o = 0; o < g->noutputs; o++) {
+		const IrValue *v = g->outputs[o];
+		P->group[o] = -1;
+		if (v->kind == IRV_OP && P->mat[v->id])
+			continue;
+		for (int q = 0; q < o && P->group[o] < 0; q++)
+			if (P->group[q] >= 0 && same_shape(g->outputs[q], v))
+				P->group[o] = P->group[q];
+		if (P->group[o] < 0)
+			P->group[o] = P->ngroups++;
+	}
+}
+
+/* Marks with `root` every value that stage root's expression inlines: v
+ * itself unless materialised (a load), and through the operands of what it
+ * inlines. uses[v] counts the distinct roots. */
+static void
+reach(const IrGraph *g, const Plan *P, const IrValue *v, int root, int *stamp, int *uses,
+      bool top)
+{
+	if (v->kind != IRV_OP || (!top && P->mat[v->id]) || stamp[v->id] == root)
+		return;
+	stamp[v->id] = root;
+	uses[v->id]++;
+	for (int i = 0; i < v->def->nin; i++)
+		reach(g, P, v->def->in[i], root, stamp, uses, false);
+}
+
+/* Shared costly values. An injective value inlines into every stage that
+ * reads it, and within one stage it is one shared DAG node; but when two
+ * stages inline it, each computes it. For a cheap value (x - max) that is
+ * right: a load would cost as much. For a value with a costly op
+ * (OPF_COSTLY: softmax's exp(x - max), read by the ReduceSum and by the
+ * RealDiv) it computes the polynomial twice per element, so such a value
+ * gets a stage and a buffer of its own. When its readers run fused per row
+ * (fuse.c), that buffer is a row on the stack, and softmax reads x once,
+ * computes exp once and writes y once per element, as a hand-written one
+ * does. Values are taken last first (consumers before producers), and the
+ * counts are redone after each, so exp(tanh(x)) read twice stores exp only. */
+static void
+plan_shared(Arena *a, const IrGraph *g, Plan *P)
+{
+	int *stamp = ARENA_ARRAY(a, int, g->nvalues + 1);
+	int *uses = ARENA_ARRAY(a, int, g->nvalues + 1);
+
+	for (int round = 0; round < MAX_SHARED; round++) {
+		int root = 0, pick = -1;
+		for (int v = 0; v < g->nvalues; v++)
+			stamp[v] = -1, uses[v] = 0;
+		for (int v = 0; v < g->nvalues; v++) /* materialised values' stages */
+			if (P->mat[v])
+				reach(g, P, g->values[v], root++, stamp, uses, true);
+		for (int o = 0; o < g->noutputs; o++) /* the output groups' stages */
+			if (P->group[o] >= 0)
+				reach(g, P, g->outputs[o], root + P->group[o], stamp, uses, true);
+		root += P->ngroups;
+		for (int n = 0; n < g->nnodes; n++) /* in-place write-backs */
+			if (ir_op_info[g->nodes[n]->op].kind == OPK_ASSIGN)
+				reach(g, P, g->nodes[n]->in[1], root++, stamp, uses, true);
+		for (int v = g->nvalues - 1; v >= 0 && pick < 0; v--) {
+			const IrValue *x = g->values[v];
+			if (x->kind == IRV_OP && !P->mat[v] && uses[v] >= 2 &&
+			    ir_op_info[x->def->op].kind == OPK_ELEMWISE &&
+			    (ir_op_info[x->def->op].flags & OPF_COSTLY))
+				pick = v;
+		}
+		if (pick < 0)
+			return;
+		P->mat[pick] = true;
+		plan_groups(g, P);
+	}
+}
+
 static void
 plan(Arena *a, const IrGraph *g, Plan *P)
 {
@@ -944,6 +1023,8 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 		if (k == OPK_ARG && nd->in[0]->kind == IRV_OP)
 			P->mat[nd->in[0]->id] = true;
 	}
+	plan_groups(g, P);
+	plan_shared(a, g, P);
 	for (int v = 0; v < g->nvalues; v++) {
 		const IrNode *nd = P->mat[v] ? g->values[v]->def : NULL;
 		if (!nd)
@@ -963,18 +1044,6 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 			P->nmat += 2;
 		else
 			P->nmat++;
-	}
-	/* the other outputs: one stage per shape, in order of first appearance */
-	for (int o = 0; o < g->noutputs; o++) {
-		const IrValue *v = g->outputs[o];
-		P->group[o] = -1;
-		if (v->kind == IRV_OP && P->mat[v->id])
-			continue;
-		for (int q = 0; q < o && P->group[o] < 0; q++)
-			if (P->group[q] >= 0 && same_shape(g->outputs[q], v))
-				P->group[o] = P->group[q];
-		if (P->group[o] < 0)
-			P->group[o] = P->ngroups++;
 	}
 }
 
@@ -1112,11 +1181,26 @@ red_combine(IrOp op)
  * the contiguous one). */
 static int workspace_raw(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
 
-/* The accumulator dtype of a reduction to dt (see loopnest.h). */
-static KcDtype
-acc_dtype(IrOp red_op, KcDtype dt)
+/* Terms folded into each result of reduction stage st: the product of
+ * its reduction loops' extents. */
+static int64_t
+red_terms(const LnStage *st)
 {
-	if (dt == KC_DT_FLOAT32 && (red_op == IR_OP_ADD || red_op == IR_OP_MUL))
+	int64_t n = 1;
+	for (int l = ln_red_begin(st); l < ln_red_begin(st) + st->nred; l++)
+		n *= st->loops[l].extent;
+	return n;
+}
+
+/* The accumulator dtype of stage st, a reduction to dt (see loopnest.h,
+ * LN_F32_ACC_MAX). */
+static KcDtype
+acc_dtype(const LnStage *st, IrOp red_op, KcDtype dt)
+{
+	if (dt == KC_DT_FLOAT32 && red_op == IR_OP_ADD)
+		return st->ninner == 0 && red_terms(st) <= LN_F32_ACC_MAX ? KC_DT_FLOAT32
+		                                                          : KC_DT_FLOAT64;
+	if (dt == KC_DT_FLOAT32 && red_op == IR_OP_MUL)
 		return KC_DT_FLOAT64;
 	if (dt == KC_DT_FLOAT16 || dt == KC_DT_BFLOAT16)
 		return KC_DT_FLOAT32;
@@ -1186,6 +1270,7 @@ red_store(LoopNest *ln, LnStage *st, IrOp red_op, int buf, LnIdx *sidx, LnExpr *
 	if (value->dtype == KC_DT_BOOL && red_op == IR_OP_ADD)
 		red_op = IR_OP_MAXIMUM; /* a bool sum saturates: any */
 	st->red_op = red_op;
+	st->acc = acc_dtype(st, red_op, value->dtype);
 	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
 	st->nstores = 1;
 	st->stores[0].buf = buf;
@@ -1193,8 +1278,8 @@ red_store(LoopNest *ln, LnStage *st, IrOp red_op, int buf, LnIdx *sidx, LnExpr *
 	st->stores[0].value = value;
 	st->accbuf = -1;
 	if (st->ninner > 0)
-		st->accbuf = workspace_raw(ln, arena_printf(ln->arena, "%s:acc", name),
-		                           acc_dtype(red_op, value->dtype), numel);
+		st->accbuf = workspace_raw(ln, arena_printf(ln->arena, "%s:acc", name), st->acc,
+		                           numel);
 }
 
 static KcStatus
@@ -1417,6 +1502,7 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 		x[i] = coerce(ln, x[i], v->dtype);
 	}
 	st->red_op = IR_OP_ADD;
+	st->acc = acc_dtype(st, IR_OP_ADD, v->dtype);
 	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
 	st->nstores = 1;
 	st->stores[0].buf = buf;
@@ -1507,6 +1593,7 @@ conv_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 	st->ninner = 0;
 	st->accbuf = -1;
 	st->red_op = IR_OP_ADD;
+	st->acc = acc_dtype(st, IR_OP_ADD, v->dtype);
 	LnIdx *c = ci;
 	if (a->groups > 1) /* input channel: group(oc) * Cg + ci */
 		c = ln_idx_add(ln, ln_idx_mul(ln, ln_idx_div(ln, o[ic], O / a->groups), Cg), ci);
@@ -1949,11 +2036,6 @@ ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel)
 	return workspace_raw(ln, name, dt, numel);
 }
 
-KcDtype
-ln_acc_dtype(IrOp red_op, KcDtype dt)
-{
-	return acc_dtype(red_op, dt);
-}
 
 /* ---- verification ---------------------------------------------------------- */
 
@@ -2101,7 +2183,7 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 				return kc_fail(err, KC_CODEGEN, pass, "store to bad buffer %d",
 				               sto->buf);
 			if (sto->value->dtype != b->dtype &&
-			    !(st->nred > 0 && sto->value->dtype == acc_dtype(st->red_op, b->dtype)))
+			    !(st->nred > 0 && sto->value->dtype == st->acc))
 				return kc_fail(err, KC_CODEGEN, pass, "store dtype mismatch on %d",
 				               sto->buf);
 			if (!idx_vars_bound(sto->idx, bound))

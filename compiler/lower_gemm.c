@@ -37,7 +37,7 @@
 #include "loopnest.h"
 
 #define MAX_BLOCK_FLOATS (INT64_C(1) << 16) /* packed B block: 256 KiB */
-#define GEMM_MAX_K 4096
+#define GEMM_MAX_K LN_F32_ACC_MAX
 #define MIN_UNITS 8
 
 static int64_t

@@ -9,7 +9,9 @@
  * Their knobs, global to all stages:
  *   vector_width    elements per vector (power of two, 1..64; 1 = scalar);
  *                   default from the target: AVX-512 16, AVX/AVX2 8, else 4
- *   unroll          interleave count of the innermost loop (1..16)
+ *   unroll          interleave count of the innermost loop (1..16; default
+ *                   0 = auto: 4 when that loop is a reduction's, so four
+ *                   vector accumulators hide the add latency, else 2)
  *   parallel_grain  minimum elements per parallel task (1..2^40); at run
  *                   time ntasks = clamp(work / grain, 1, threads)
  *   fuse_rows       (bool, default true) row fusion, fuse.c: consecutive
@@ -103,7 +105,7 @@ sched_default_knobs(const KcTarget *t, KcKnobs *out)
 			w = 8;
 	}
 	out->vector_width = w;
-	out->unroll = 2;
+	out->unroll = 0; /* auto, per stage (sched_apply) */
 	out->parallel_grain = 16384;
 	/* GEMM micro-tile: 0 = chosen from the shape among the tiles that fit
 	 * the vector registers (lower_gemm.c): 32 with AVX-512 and on AArch64
@@ -246,9 +248,9 @@ parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, bool gemm, const char *w,
 			k->vector_width = (int)v;
 		} else if (strcmp(name, "unroll") == 0) {
 			key = 1;
-			if (!int_knob(it, 1, 16, &v))
+			if (!int_knob(it, 0, 16, &v))
 				return kc_fail(err, KC_BAD_SCHEDULE, w,
-				               "unroll must be an integer from 1 to 16");
+				               "unroll must be an integer from 0 (auto) to 16");
 			k->unroll = (int)v;
 		} else if (strcmp(name, "parallel_grain") == 0) {
 			key = 2;
@@ -475,11 +477,12 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		if (i == 0 || !ln->stages[i - 1].gemm)
 			sched_tile(ln, st, k->tile);
 		LnLoop *in = &st->loops[st->nloops - 1];
+		int unroll = k->unroll ? k->unroll : st->nred > 0 && st->ninner == 0 ? 4 : 2;
 		in->kind |= LNL_VECTORIZED;
 		in->width = k->vector_width;
-		if (k->unroll > 1) {
+		if (unroll > 1) {
 			in->kind |= LNL_UNROLLED;
-			in->unroll = k->unroll;
+			in->unroll = unroll;
 		}
 		st->loops[par_loop(st)].kind |= LNL_PARALLEL;
 		st->grain = k->parallel_grain;
