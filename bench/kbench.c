@@ -1273,6 +1273,25 @@ bench_elementwise(int64_t n)
 			else
 				printf("@numpy %s %lld %d - %.0f - -\n", name, (long long)n, t, bytes);
 		}
+		/* GeLU and Sigmoid against oneDNN's JIT eltwise kernels: where the
+		 * triad is out of reach (compute-bound, 1M in L3), the best
+		 * hand-written kernel says what is */
+		for (int t = 1; t <= 2 && c < 2; t++) {
+			Check pc = {1, {out[1]}, {ref[0]}, {n}};
+			char why[200] = "", impl[64] = "", note[300];
+			Meas dm;
+			if (one_missing())
+				dm = not_measured("%s", one_missing());
+			else if (!one_threads(t))
+				dm = not_measured("cannot set oneDNN's threads to %d", t);
+			else
+				dm = measure_onednn(one_eltwise(c == 0, n, in[0], out[1], why, sizeof why), why,
+						    &pc, impl, sizeof impl);
+			note_join(note, sizeof note, NULL, impl, "double C");
+			row(name, shape, t, &k, &kms[t], bytes, c == 0 ? "oneDNN eltwise gelu_tanh"
+								      : "oneDNN eltwise logistic",
+			    &dm, bytes, "GB/s", note, NULL, NULL);
+		}
 		kernel_free(&k);
 	}
 	for (int i = 0; i < 4; i++)

@@ -325,6 +325,34 @@ one_layernorm(int rows, int cols, float eps, const float *x, const float *gamma,
 	return finish(p, 4, kinds, ptrs, md, why, whylen);
 }
 
+OnePrim *
+one_eltwise(bool gelu, int64_t n, const float *x, float *y, char *why, size_t whylen)
+{
+	if (one_missing()) {
+		snprintf(why, whylen, "%s", g_missing);
+		return NULL;
+	}
+	OnePrim *p = calloc(1, sizeof *p);
+	dnnl_memory_desc_t md[2];
+	dnnl_dims_t dd = {n};
+	dnnl_memory_desc_init_by_tag(&md[0], 1, dd, dnnl_f32, dnnl_a);
+	md[1] = md[0];
+	dnnl_eltwise_desc_t d;
+	dnnl_status_t st = dnnl_eltwise_forward_desc_init(
+		&d, dnnl_forward_inference, gelu ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_logistic,
+		&md[0], 0.f, 0.f);
+	if (st == dnnl_success)
+		st = dnnl_primitive_desc_create(&p->pd, &d, NULL, g_eng, NULL);
+	if (st != dnnl_success) {
+		why_set(why, whylen, "eltwise init", st);
+		free(p);
+		return NULL;
+	}
+	int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+	void *ptrs[2] = {(void *)x, y};
+	return finish(p, 2, kinds, ptrs, md, why, whylen);
+}
+
 const char *
 one_impl(const OnePrim *p)
 {
@@ -413,6 +441,13 @@ one_layernorm(int rows, int cols, float eps, const float *x, const float *gamma,
 	      float *y, char *why, size_t whylen)
 {
 	(void)rows, (void)cols, (void)eps, (void)x, (void)gamma, (void)beta, (void)y;
+	return missing(why, whylen);
+}
+
+OnePrim *
+one_eltwise(bool gelu, int64_t n, const float *x, float *y, char *why, size_t whylen)
+{
+	(void)gelu, (void)n, (void)x, (void)y;
 	return missing(why, whylen);
 }
 

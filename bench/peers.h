@@ -50,6 +50,10 @@ OnePrim *one_softmax(int rows, int cols, const float *x, float *y, char *why, si
  * and shift beta (forward inference: statistics computed, not returned). */
 OnePrim *one_layernorm(int rows, int cols, float eps, const float *x, const float *gamma,
 		       const float *beta, float *y, char *why, size_t whylen);
+/* y = gelu_tanh(x) (gelu) or logistic(x) over n floats: oneDNN's eltwise
+ * primitive, its hand-written JIT kernels for the same math as the GeLU
+ * and Sigmoid chains. */
+OnePrim *one_eltwise(bool gelu, int64_t n, const float *x, float *y, char *why, size_t whylen);
 /* The implementation oneDNN chose ("brg:avx512_core", ...). */
 const char *one_impl(const OnePrim *p);
 /* 0 on success. */
