@@ -1418,7 +1418,9 @@ main(int argc, char **argv)
 	if (want(only, "elementwise"))
 		defn("GeLU: the tanh chain above on one [n] input; Sigmoid: Neg, Exp, Add 1, RealDiv 1 / .; "
 		     "Adam: an Adam-like update, 4 inputs (param, m, v, grad) and 3 outputs (param, m, v), 12 "
-		     "ops including Sqrt and RealDiv; n = 1M and 16M float32.");
+		     "ops including Sqrt and RealDiv; n = 1M and 16M float32. GeLU and Sigmoid also run "
+		     "against oneDNN's eltwise primitive (gelu_tanh, logistic: its JIT kernels), the "
+		     "hand-written peer for the same math.");
 	printf("| workload | shape | threads | kcsd | peer | peer result | kcsd / peer | kcsd cold compile | kcsd err | note |\n"
 	       "|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
 	fflush(stdout);
