@@ -8,7 +8,8 @@
  *                  fuse.c      transpose tiles, rfactor, row fusion
  *     verify       lower.c
  *     emit-llvm    emit_llvm.c loop nest -> LLVM module (kcs-cpu-v1 entry)
- *     optimize     objcode.c   verify, default<O3>, verify
+ *     optimize     objcode.c   verify, default<O3> (or the short GEMM
+ *                              pipeline for a module of GEMM stages), verify
  *     object       objcode.c   TargetMachine -> ELF object in memory
  *     link         link.c      system linker -> shared object
  *   KcArtifact (symbol, .so bytes, optimised IR)
@@ -132,7 +133,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 		st = err->status;
 		goto done;
 	}
-	if ((st = obj_optimize(mod, tm, o->verify, err)) != KC_OK)
+	if ((st = obj_optimize(mod, tm, obj_pipeline(ln), o->verify, err)) != KC_OK)
 		goto done;
 	dump_module(o, "optimize", mod);
 	if (o->want_ir) {

@@ -340,7 +340,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		plain_md(E, loop_close(E, &lkk), 1);
 		plain_md(E, loop_close(E, &lc), 1);
 	}
-	loop_close(E, &lj);
+	plain_md(E, loop_close(E, &lj), 1);
 
 	/* micro-panels of rows */
 	GLoop li, ljr;
@@ -531,9 +531,9 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMBuildBr(b, bjoin);
 	}
 	LLVMPositionBuilderAtEnd(b, bjoin);
-	loop_close(E, &ljr);
-	loop_close(E, &li);
-	loop_close(E, &lk);
-	loop_close(E, &lu);
+	plain_md(E, loop_close(E, &ljr), 1);
+	plain_md(E, loop_close(E, &li), 1);
+	plain_md(E, loop_close(E, &lk), 1);
+	plain_md(E, loop_close(E, &lu), 1);
 	return true;
 }

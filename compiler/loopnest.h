@@ -366,10 +366,19 @@ LLVMValueRef math_f32_to_bf16(LLVMBuilderRef b, LLVMValueRef x);
 LLVMValueRef math_bf16_to_f32(LLVMBuilderRef b, LLVMValueRef h);
 
 /* ---- objcode.c -------------------------------------------------------------- */
+/* The pass pipeline obj_optimize runs (objcode.c says what each holds). */
+typedef enum ObjPipeline {
+	OBJ_PIPE_O3,   /* default<O3> */
+	OBJ_PIPE_GEMM, /* short: for modules of explicit GEMM kernels */
+} ObjPipeline;
+/* OBJ_PIPE_GEMM when ln has a GEMM stage and every stage is a GEMM stage
+ * or a GEMM's fused epilogue; otherwise OBJ_PIPE_O3. A function of ln. */
+ObjPipeline obj_pipeline(const LoopNest *ln);
 /* Target machine for t (PIC, aggressive). NULL and KC_CODEGEN on failure. */
 LLVMTargetMachineRef obj_target_machine(const KcTarget *t, KcErr *err);
-/* Optimise mod (default<O3>) and emit an ELF object (malloc'd). */
-KcStatus obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool verify, KcErr *err);
+/* Optimise mod with pipeline p and emit an ELF object (malloc'd). */
+KcStatus obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, ObjPipeline p, bool verify,
+                      KcErr *err);
 KcStatus obj_emit(LLVMModuleRef mod, LLVMTargetMachineRef tm, LLVMCodeGenFileType kind,
                   unsigned char **out, size_t *out_len, KcErr *err);
 

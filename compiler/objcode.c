@@ -2,9 +2,11 @@
  *
  * A TargetMachine is created per compile from the resolved KcTarget
  * (triple, cpu, explicit features; PIC; aggressive codegen), so nothing
- * LLVM-owned is shared between threads. Optimisation is the new pass
- * manager's default<O3> pipeline; LLVM error strings are copied into the
- * KcErr and disposed of at once.
+ * LLVM-owned is shared between threads. Optimisation is one of two pass
+ * pipelines of the new pass manager, chosen from the loop nest alone
+ * (obj_pipeline, below): default<O3>, or for a module of GEMM kernels a
+ * short one (GEMM_PIPELINE). LLVM error strings are copied into the KcErr
+ * and disposed of at once.
  */
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
@@ -79,9 +81,50 @@ obj_target_machine(const KcTarget *t, KcErr *err)
 	return tm;
 }
 
-KcStatus
-obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool verify, KcErr *err)
+/* The pipeline for a module whose every stage is a GEMM stage (or a GEMM's
+ * fused epilogue, which runs inside it). emit_gemm.c writes the kernel as
+ * explicit vector IR: the micro-kernel's FMAs on phis, its loop marked to
+ * unroll by UKR_UNROLL and never to vectorise, every other loop marked
+ * neither to vectorise nor to unroll, except the fused epilogue's column
+ * loop, marked to vectorise at the micro-kernel's width. What that IR
+ * needs from the middle end is then only:
+ *   sroa, early-cse, instcombine, simplifycfg   fold the emitter's index
+ *       arithmetic (a zero batch stride, `br i1 true`), merge blocks;
+ *   loop-vectorize   the epilogue's column loop (its math through VFABI);
+ *   loop-unroll      the micro-kernel's k loop (unroll.count metadata);
+ *   instcombine, simplifycfg   clean up after the vectoriser.
+ * default<O3> spent ~35 ms on such a module in loop passes (LICM,
+ * IndVarSimplify, unswitching, runtime unrolling of the packing loops)
+ * that leave the micro-kernel's machine code as it was; strength
+ * reduction and machine LICM still run in the backend. This pipeline
+ * takes ~6 ms and the kernels run at the same speed
+ * (docs/ARCHITECTURE.md, the GEMM stage). */
+#define INSTCOMBINE "instcombine<max-iterations=1;no-verify-fixpoint>" /* as in default<O3> */
+#define GEMM_PIPELINE                                                                              \
+	"function(sroa,early-cse," INSTCOMBINE                                                     \
+	",simplifycfg,loop-vectorize,loop-unroll," INSTCOMBINE ",simplifycfg)"
+
+ObjPipeline
+obj_pipeline(const LoopNest *ln)
 {
+	bool gemm = false;
+	for (int s = 0; s < ln->nstages; s++) {
+		const LnStage *st = &ln->stages[s];
+		if (!st->gemm && st->fused_into < 0)
+			return OBJ_PIPE_O3; /* other stages want default<O3> */
+		gemm |= st->gemm != NULL;
+	}
+	return gemm ? OBJ_PIPE_GEMM : OBJ_PIPE_O3;
+}
+
+KcStatus
+obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, ObjPipeline p, bool verify, KcErr *err)
+{
+	const char *passes = "default<O3>";
+	switch (p) {
+	case OBJ_PIPE_O3: break;
+	case OBJ_PIPE_GEMM: passes = GEMM_PIPELINE; break;
+	}
 	char *msg = NULL;
 	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
 	char *dl = LLVMCopyStringRepOfTargetData(td);
@@ -103,7 +146,7 @@ obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool verify, KcErr *err
 	LLVMPassBuilderOptionsSetLoopInterleaving(o, 1);
 	LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
 	LLVMPassBuilderOptionsSetVerifyEach(o, 0);
-	LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, o);
+	LLVMErrorRef e = LLVMRunPasses(mod, passes, tm, o);
 	LLVMDisposePassBuilderOptions(o);
 	if (e) {
 		char *m = LLVMGetErrorMessage(e);

@@ -182,7 +182,7 @@ make_object(const Spec *s, const KcTarget *t, unsigned char **obj, size_t *len)
 	          sched_apply(ln, kc_schedule_default(c, g, t), &err) == KC_OK &&
 	          emit_module(ln, mod, "k_kernel", &err) == KC_OK &&
 	          (tm = obj_target_machine(t, &err)) != NULL &&
-	          obj_optimize(mod, tm, false, &err) == KC_OK &&
+	          obj_optimize(mod, tm, obj_pipeline(ln), false, &err) == KC_OK &&
 	          obj_emit(mod, tm, LLVMObjectFile, obj, len, &err) == KC_OK;
 	if (!ok)
 		printf("# make_object %s: %s\n", s->name, err.msg);
