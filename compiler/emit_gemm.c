@@ -8,16 +8,18 @@
  *     pack B[b, pc:pc+kc, n0:n0+nc] -> Bp         nr-wide panels, k-major,
  *                                                 zero-padded past N (stack)
  *     for ir in 0..mc step mr:                    micro-panels of A rows
- *       row pointers A[b, m0+ir+r, pc] (rows past M clamp to the last one)
+ *       rows A[b, ms+r, pc], r < mr, at constant offsets (a panel
+ *       that would run past M starts at ms = M - mr instead; only when
+ *       M < mr do its rows past M repeat row M - 1)
  *       for jr in 0..nc step nr:
  *         acc[mr][nr/vw] = sum_k bcast(A[r][k]) * Bp[jr][k][:]   (FMA)
- *         finish: a full tile without epilogue when K is one block ->
- *                 vector stores to C; else through a tile on
- *                 the stack: copy the valid part, or, on the last K-block
- *                 of a GEMM with a fused epilogue, run the epilogue stage's
- *                 stores on each element with C's value taken from the tile;
- *                 when K has several blocks, their sums add up in a float64
- *                 workspace (acc) and only the last block rounds to float32
+ *         finish: when K has several blocks, their sums add up in a
+ *                 float64 workspace (acc) and only the last block rounds
+ *                 to float32 and goes on; then a full tile without
+ *                 epilogue -> vector stores to C; else through a tile on
+ *                 the stack: copy the valid part, or, with a fused
+ *                 epilogue, run the epilogue stage's stores on each
+ *                 element with C's value taken from the tile
  *
  * The micro-kernel keeps its accumulators in SSA values (phis), so they live
  * in vector registers; A is read with broadcast loads (no packing: the rows
@@ -26,8 +28,12 @@
  * every other loop here is emitted with explicit vectors (or is an edge
  * loop) and marked not to be vectorised or unrolled, except the fused
  * epilogue's column loop, which the loop vectorizer turns into vectors
- * (its math calls included). That keeps the compile time near the
- * elementwise templates'.
+ * (its math calls included). Edge code that the shape rules out gets
+ * none: no partial rows when mr divides M, no partial columns (tile or
+ * panel) when nr divides N, no k tail in the transposed packing when vw
+ * divides K and kc. That, and objcode.c's short GEMM pipeline (which
+ * relies on these loop annotations), keeps a GEMM's compile time within
+ * about twice the elementwise templates'.
  */
 #include <llvm-c/DebugInfo.h>
 #include <string.h>
@@ -210,12 +216,20 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMTypeRef vt = vw > 1 ? LLVMVectorType(E->f32, (unsigned)vw) : E->f32;
 	LLVMValueRef zero_v = LLVMConstNull(vt);
 	bool single_k = G->kc >= G->K; /* one K-block: nothing accumulates */
+	/* Edges that never occur get no code: with M a multiple of mr every
+	 * micro-panel has mr rows, with N a multiple of nr every tile and
+	 * panel nr columns (mc and nc are multiples of mr and nr), with K
+	 * and kc multiples of vw every transposed packing block vw k's. */
+	bool full_m = G->M % mr == 0, full_n = G->N % nr == 0;
+	bool full_k = G->K % vw == 0 && G->kc % vw == 0;
 	const LnStage *ep = G->epi >= 0 ? &E->ln->stages[G->epi] : NULL;
 	LLVMValueRef A = E->bufp[G->a], B = E->bufp[G->b], C = E->bufp[G->c];
 
 	KC_ASSERT(mr >= 1 && mr <= 16 && nv >= 1 && mr * nv <= 32);
 	LLVMValueRef bp = entry_array(E, G->kc * G->nc, 64);
-	LLVMValueRef tile = entry_array(E, (int64_t)mr * nr, 64);
+	/* a finished tile goes through the stack when it has an epilogue or
+	 * may be partial */
+	LLVMValueRef tile = ep || !full_m || !full_n ? entry_array(E, (int64_t)mr * nr, 64) : NULL;
 
 	/* the work unit */
 	GLoop lu;
@@ -250,14 +264,20 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	    gep(E, bp, LLVMBuildMul(b, LLVMBuildMul(b, j, kcur, ""), k64(E, nr), ""));
 	LLVMValueRef nbase = LLVMBuildAdd(b, n0, LLVMBuildMul(b, j, k64(E, nr), ""), "");
 	if (G->b_ns == 1) {
-		/* rows of B are contiguous: a full panel is nv vector copies per k */
-		LLVMValueRef fullp = LLVMBuildICmp(
-		    b, LLVMIntSLE, LLVMBuildAdd(b, nbase, k64(E, nr), ""), k64(E, G->N), "");
-		LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_full");
-		LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_tail");
-		LLVMBasicBlockRef bd = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_done");
-		LLVMBuildCondBr(b, fullp, bf, bt);
-		LLVMPositionBuilderAtEnd(b, bf);
+		/* rows of B are contiguous: a full panel is nv vector copies per k,
+		 * one past N element-wise */
+		LLVMBasicBlockRef bt = NULL, bd = NULL;
+		if (!full_n) {
+			LLVMValueRef fullp =
+			    LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, nbase, k64(E, nr), ""),
+			                  k64(E, G->N), "");
+			LLVMBasicBlockRef bf =
+			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_full");
+			bt = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_tail");
+			bd = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "pack_done");
+			LLVMBuildCondBr(b, fullp, bf, bt);
+			LLVMPositionBuilderAtEnd(b, bf);
+		}
 		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
 		LLVMValueRef src =
 		    gep(E, Bb,
@@ -269,15 +289,17 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			store_f(E, load_f(E, vt, gep(E, src, k64(E, v * vw)), 4),
 			        gep(E, dst, k64(E, v * vw)), valign);
 		plain_md(E, loop_close(E, &lkk), 1);
-		LLVMBuildBr(b, bd);
-		LLVMPositionBuilderAtEnd(b, bt);
-		kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_tk");
-		LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_tc");
-		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-		plain_md(E, loop_close(E, &lc), 1);
-		plain_md(E, loop_close(E, &lkk), 1);
-		LLVMBuildBr(b, bd);
-		LLVMPositionBuilderAtEnd(b, bd);
+		if (!full_n) {
+			LLVMBuildBr(b, bd);
+			LLVMPositionBuilderAtEnd(b, bt);
+			kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_tk");
+			LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_tc");
+			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+			plain_md(E, loop_close(E, &lc), 1);
+			plain_md(E, loop_close(E, &lkk), 1);
+			LLVMBuildBr(b, bd);
+			LLVMPositionBuilderAtEnd(b, bd);
+		}
 	} else if (vw > 1) {
 		/* B's rows run along k (transpose_b): per group of vw columns, vw x vw
 		 * blocks are loaded as vw row vectors, transposed in registers and
@@ -290,16 +312,18 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			LLVMValueRef c0 = LLVMBuildMul(b, g, k64(E, vw), "");
 			LLVMValueRef c1 = LLVMBuildAdd(b, c0, k64(E, vw), "");
 			LLVMValueRef ng = LLVMBuildAdd(b, nbase, c0, "");
-			LLVMValueRef fullg = LLVMBuildICmp(
-			    b, LLVMIntSLE, LLVMBuildAdd(b, ng, k64(E, vw), ""), k64(E, G->N), "");
-			LLVMBasicBlockRef bv =
-			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt");
-			LLVMBasicBlockRef bs =
-			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt_tail");
-			LLVMBasicBlockRef bd =
-			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt_done");
-			LLVMBuildCondBr(b, fullg, bv, bs);
-			LLVMPositionBuilderAtEnd(b, bv);
+			LLVMBasicBlockRef bs = NULL, bd = NULL;
+			if (!full_n) {
+				LLVMValueRef fullg = LLVMBuildICmp(
+				    b, LLVMIntSLE, LLVMBuildAdd(b, ng, k64(E, vw), ""),
+				    k64(E, G->N), "");
+				LLVMBasicBlockRef bv =
+				    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt");
+				bs = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt_tail");
+				bd = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packt_done");
+				LLVMBuildCondBr(b, fullg, bv, bs);
+				LLVMPositionBuilderAtEnd(b, bv);
+			}
 			LLVMValueRef k0 = loop_open(E, &lkk, k64(E, 0), kfull, vw, "packt_k");
 			LLVMValueRef rows[64];
 			for (int i = 0; i < vw; i++) {
@@ -316,20 +340,24 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			for (int i = 0; i < vw; i++)
 				store_f(E, rows[i], gep(E, dst, k64(E, (int64_t)i * nr)), valign);
 			plain_md(E, loop_close(E, &lkk), 1);
-			LLVMValueRef kk = loop_open(E, &lkk, kfull, kcur, 1, "packt_kt");
-			LLVMValueRef c = loop_open(E, &lc, c0, c1, 1, "packt_c");
-			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-			plain_md(E, loop_close(E, &lc), 1);
-			plain_md(E, loop_close(E, &lkk), 1);
-			LLVMBuildBr(b, bd);
-			LLVMPositionBuilderAtEnd(b, bs);
-			c = loop_open(E, &lc, c0, c1, 1, "packs_c");
-			kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
-			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-			plain_md(E, loop_close(E, &lkk), 1);
-			plain_md(E, loop_close(E, &lc), 1);
-			LLVMBuildBr(b, bd);
-			LLVMPositionBuilderAtEnd(b, bd);
+			if (!full_k) {
+				LLVMValueRef kk = loop_open(E, &lkk, kfull, kcur, 1, "packt_kt");
+				LLVMValueRef c = loop_open(E, &lc, c0, c1, 1, "packt_c");
+				pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+				plain_md(E, loop_close(E, &lc), 1);
+				plain_md(E, loop_close(E, &lkk), 1);
+			}
+			if (!full_n) {
+				LLVMBuildBr(b, bd);
+				LLVMPositionBuilderAtEnd(b, bs);
+				LLVMValueRef c = loop_open(E, &lc, c0, c1, 1, "packs_c");
+				LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
+				pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+				plain_md(E, loop_close(E, &lkk), 1);
+				plain_md(E, loop_close(E, &lc), 1);
+				LLVMBuildBr(b, bd);
+				LLVMPositionBuilderAtEnd(b, bd);
+			}
 		}
 		plain_md(E, loop_close(E, &lg), 1);
 	} else {
@@ -345,17 +373,33 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	/* micro-panels of rows */
 	GLoop li, ljr;
 	LLVMValueRef ir = loop_open(E, &li, k64(E, 0), mcur, mr, "rows");
-	LLVMValueRef mrows = smin(E, k64(E, mr), LLVMBuildSub(b, mcur, ir, ""));
+	LLVMValueRef mrows =
+	    full_m ? k64(E, mr) : smin(E, k64(E, mr), LLVMBuildSub(b, mcur, ir, ""));
+	/* The micro-kernel reads mr rows of A at constant offsets from the
+	 * first, ms. A partial panel (rows past M) moves up to end at row
+	 * M - 1 when M >= mr: its mr rows are real rows, and the panel's row
+	 * m0 + ir is the tile's row dsh (the same in every K-block, so the
+	 * float64 sums stay consistent); with M < mr its rows past M read
+	 * row M - 1 instead. */
+	LLVMValueRef ms = LLVMBuildAdd(b, m0, ir, ""), dsh = k64(E, 0);
+	bool clamp = !full_m && G->M < mr;
+	if (!full_m && !clamp) {
+		LLVMValueRef mp = ms;
+		ms = smin(E, mp, k64(E, G->M - mr));
+		dsh = LLVMBuildSub(b, mp, ms, "dsh");
+	}
 	LLVMValueRef rowp[16];
 	for (int r = 0; r < mr; r++) {
-		LLVMValueRef rr = smin(E, k64(E, r), LLVMBuildSub(b, mrows, k64(E, 1), ""));
-		LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildAdd(b, m0, ir, ""), rr, "");
+		LLVMValueRef rr =
+		    clamp ? smin(E, k64(E, r), LLVMBuildSub(b, mrows, k64(E, 1), "")) : k64(E, r);
+		LLVMValueRef m = LLVMBuildAdd(b, ms, rr, "");
 		LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->a_ms), ""),
 		                                LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
 		rowp[r] = gep(E, Ab, off);
 	}
 	LLVMValueRef jr = loop_open(E, &ljr, k64(E, 0), ncur, nr, "cols");
-	LLVMValueRef ncols = smin(E, k64(E, nr), LLVMBuildSub(b, ncur, jr, ""));
+	LLVMValueRef ncols =
+	    full_n ? k64(E, nr) : smin(E, k64(E, nr), LLVMBuildSub(b, ncur, jr, ""));
 	LLVMValueRef pan = gep(E, bp,
 	                       LLVMBuildMul(b, LLVMBuildUDiv(b, jr, k64(E, nr), ""),
 	                                    LLVMBuildMul(b, kcur, k64(E, nr), ""), ""));
@@ -445,13 +489,18 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	}
 	/* the final values of the tile: into C, or through the epilogue */
 	if (!ep) {
-		LLVMValueRef full =
-		    LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, mrows, k64(E, mr), ""),
-		                 LLVMBuildICmp(b, LLVMIntEQ, ncols, k64(E, nr), ""), "");
-		LLVMBasicBlockRef bfull = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_full");
-		LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_part");
-		LLVMBuildCondBr(b, full, bfull, bpart);
-		LLVMPositionBuilderAtEnd(b, bfull);
+		/* a whole tile: vector stores to C; a partial one via the stack */
+		LLVMBasicBlockRef bpart = NULL;
+		if (tile) {
+			LLVMValueRef full =
+			    LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, mrows, k64(E, mr), ""),
+			                 LLVMBuildICmp(b, LLVMIntEQ, ncols, k64(E, nr), ""), "");
+			LLVMBasicBlockRef bfull =
+			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_full");
+			bpart = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_part");
+			LLVMBuildCondBr(b, full, bfull, bpart);
+			LLVMPositionBuilderAtEnd(b, bfull);
+		}
 		LLVMValueRef mr0 = LLVMBuildAdd(b, m0, ir, "");
 		LLVMValueRef nc0 = LLVMBuildAdd(b, n0, jr, "");
 		for (int r = 0; r < mr; r++) {
@@ -464,20 +513,22 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				        gep(E, Cb, LLVMBuildAdd(b, row, k64(E, v * vw), "")), 4);
 		}
 		LLVMBuildBr(b, bjoin);
-		LLVMPositionBuilderAtEnd(b, bpart);
+		if (bpart)
+			LLVMPositionBuilderAtEnd(b, bpart);
 	}
-	for (int r = 0; r < mr; r++)
-		for (int v = 0; v < nv; v++)
-			store_f(E, vals[r * nv + v], gep(E, tile, k64(E, (int64_t)r * nr + v * vw)),
-			        valign);
-	{
+	if (tile) {
 		GLoop lr, lcc;
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				store_f(E, vals[r * nv + v],
+				        gep(E, tile, k64(E, (int64_t)r * nr + v * vw)), valign);
 		LLVMValueRef r = loop_open(E, &lr, k64(E, 0), mrows, 1, "trow");
 		LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildAdd(b, m0, ir, ""), r, "");
 		LLVMValueRef crow = gep(E, Cb,
 		                        LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->N), ""),
 		                                     LLVMBuildAdd(b, n0, jr, ""), ""));
-		LLVMValueRef trow = gep(E, tile, LLVMBuildMul(b, r, k64(E, nr), ""));
+		LLVMValueRef trow =
+		    gep(E, tile, LLVMBuildMul(b, LLVMBuildAdd(b, r, dsh, ""), k64(E, nr), ""));
 		int split = -1; /* epilogue loops [split, n) cover exactly one row of N */
 		LLVMValueRef R = NULL;
 		if (ep) {
