@@ -14,12 +14,12 @@
  *       for jr in 0..nc step nr:
  *         acc[mr][nr/vw] = sum_k bcast(A[r][k]) * Bp[jr][k][:]   (FMA)
  *         finish: when K has several blocks, their sums add up in a
- *                 float64 workspace (acc) and only the last block rounds
- *                 to float32 and goes on; then a full tile without
- *                 epilogue -> vector stores to C; else through a tile on
- *                 the stack: copy the valid part, or, with a fused
- *                 epilogue, run the epilogue stage's stores on each
- *                 element with C's value taken from the tile
+ *                 float64 workspace (acc), a row at a time through a tile
+ *                 on the stack, and only the last block rounds to float32
+ *                 and goes on; then a full tile without epilogue -> vector
+ *                 stores to C; else through the tile: copy the valid part,
+ *                 or, with a fused epilogue, run the epilogue stage's
+ *                 stores on each element with C's value taken from the tile
  *
  * The micro-kernel keeps its accumulators in SSA values (phis), so they live
  * in vector registers; A is read with broadcast loads (no packing: the rows
@@ -227,9 +227,10 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 
 	KC_ASSERT(mr >= 1 && mr <= 16 && nv >= 1 && mr * nv <= 32);
 	LLVMValueRef bp = entry_array(E, G->kc * G->nc, 64);
-	/* a finished tile goes through the stack when it has an epilogue or
-	 * may be partial */
-	LLVMValueRef tile = ep || !full_m || !full_n ? entry_array(E, (int64_t)mr * nr, 64) : NULL;
+	/* a finished tile goes through the stack when K has several blocks,
+	 * it has an epilogue or it may be partial */
+	bool need_tile = !single_k || ep || !full_m || !full_n;
+	LLVMValueRef tile = need_tile ? entry_array(E, (int64_t)mr * nr, 64) : NULL;
 
 	/* the work unit */
 	GLoop lu;
@@ -453,45 +454,55 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	}
 
 	/* finish the tile */
-	LLVMValueRef vals[32];
 	LLVMBasicBlockRef bjoin = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_done");
-	for (int i = 0; i < mr * nv; i++)
-		vals[i] = nacc[i];
+	bool in_tile = false; /* the final values are in tile, not in nacc */
 	if (!single_k) {
 		/* K in several blocks: their sums add up in float64, in the unit's
-		 * own padded mc x nc region of acc (so whole tiles stay in bounds) */
+		 * own padded mc x nc region of acc (so whole tiles stay in bounds),
+		 * a row of the tile at a time through the stack (mr x nr float64
+		 * sums at once would not fit the registers); the last block leaves
+		 * the rounded sums in the tile */
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				store_f(E, nacc[r * nv + v],
+				        gep(E, tile, k64(E, (int64_t)r * nr + v * vw)), valign);
 		LLVMTypeRef dt = vw > 1 ? LLVMVectorType(E->f64, (unsigned)vw) : E->f64;
 		LLVMValueRef ai = LLVMBuildAdd(
 		    b, LLVMBuildMul(b, u, k64(E, G->mc * G->nc), ""),
 		    LLVMBuildAdd(b, LLVMBuildMul(b, ir, k64(E, G->nc), ""), jr, ""), "");
 		LLVMValueRef abase = LLVMBuildInBoundsGEP2(b, E->f64, E->bufp[G->acc], &ai, 1, "");
-		LLVMValueRef sum[32], pa[32];
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++) {
-				LLVMValueRef o = k64(E, (int64_t)r * G->nc + v * vw);
-				int i = r * nv + v;
-				pa[i] = LLVMBuildInBoundsGEP2(b, E->f64, abase, &o, 1, "");
-				LLVMValueRef x = LLVMBuildFPExt(b, vals[i], dt, "");
-				LLVMValueRef old = load_f(E, dt, pa[i], 8);
-				sum[i] =
-				    LLVMBuildSelect(b, first, x, LLVMBuildFAdd(b, old, x, ""), "");
-			}
 		LLVMBasicBlockRef bnl = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_acc");
 		LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_last");
 		LLVMBuildCondBr(b, last, bl, bnl);
-		LLVMPositionBuilderAtEnd(b, bnl);
-		for (int i = 0; i < mr * nv; i++)
-			store_f(E, sum[i], pa[i], 8);
-		LLVMBuildBr(b, bjoin);
-		LLVMPositionBuilderAtEnd(b, bl);
-		for (int i = 0; i < mr * nv; i++)
-			vals[i] = LLVMBuildFPTrunc(b, sum[i], vt, "");
+		for (int pass = 0; pass < 2; pass++) { /* 0: not the last block */
+			GLoop la;
+			LLVMPositionBuilderAtEnd(b, pass ? bl : bnl);
+			LLVMValueRef r = loop_open(E, &la, k64(E, 0), k64(E, mr), 1, "acc_row");
+			LLVMValueRef trow = gep(E, tile, LLVMBuildMul(b, r, k64(E, nr), ""));
+			LLVMValueRef ao = LLVMBuildMul(b, r, k64(E, G->nc), "");
+			LLVMValueRef arow = LLVMBuildInBoundsGEP2(b, E->f64, abase, &ao, 1, "");
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef tp = gep(E, trow, k64(E, v * vw)), o = k64(E, v * vw);
+				LLVMValueRef pa = LLVMBuildInBoundsGEP2(b, E->f64, arow, &o, 1, "");
+				LLVMValueRef x =
+				    LLVMBuildFPExt(b, load_f(E, vt, tp, valign), dt, "");
+				LLVMValueRef sum = LLVMBuildFAdd(b, load_f(E, dt, pa, 8), x, "");
+				if (pass) /* the last block is never the first */
+					store_f(E, LLVMBuildFPTrunc(b, sum, vt, ""), tp, valign);
+				else
+					store_f(E, LLVMBuildSelect(b, first, x, sum, ""), pa, 8);
+			}
+			plain_md(E, loop_close(E, &la), 1);
+			if (!pass)
+				LLVMBuildBr(b, bjoin);
+		}
+		in_tile = true;
 	}
 	/* the final values of the tile: into C, or through the epilogue */
 	if (!ep) {
-		/* a whole tile: vector stores to C; a partial one via the stack */
+		/* a whole tile: vector stores to C; a partial one element-wise */
 		LLVMBasicBlockRef bpart = NULL;
-		if (tile) {
+		if (!full_m || !full_n) {
 			LLVMValueRef full =
 			    LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, mrows, k64(E, mr), ""),
 			                 LLVMBuildICmp(b, LLVMIntEQ, ncols, k64(E, nr), ""), "");
@@ -503,25 +514,45 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		}
 		LLVMValueRef mr0 = LLVMBuildAdd(b, m0, ir, "");
 		LLVMValueRef nc0 = LLVMBuildAdd(b, n0, jr, "");
-		for (int r = 0; r < mr; r++) {
-			LLVMValueRef row = LLVMBuildAdd(
-			    b,
-			    LLVMBuildMul(b, LLVMBuildAdd(b, mr0, k64(E, r), ""), k64(E, G->N), ""),
-			    nc0, "");
+		if (in_tile) { /* a row at a time */
+			GLoop lr;
+			LLVMValueRef r = loop_open(E, &lr, k64(E, 0), k64(E, mr), 1, "full_row");
+			LLVMValueRef trow = gep(E, tile, LLVMBuildMul(b, r, k64(E, nr), ""));
+			LLVMValueRef crow = gep(
+			    E, Cb,
+			    LLVMBuildAdd(
+			        b, LLVMBuildMul(b, LLVMBuildAdd(b, mr0, r, ""), k64(E, G->N), ""),
+			        nc0, ""));
 			for (int v = 0; v < nv; v++)
-				store_f(E, vals[r * nv + v],
-				        gep(E, Cb, LLVMBuildAdd(b, row, k64(E, v * vw), "")), 4);
+				store_f(E, load_f(E, vt, gep(E, trow, k64(E, v * vw)), valign),
+				        gep(E, crow, k64(E, v * vw)), 4);
+			plain_md(E, loop_close(E, &lr), 1);
+		} else {
+			for (int r = 0; r < mr; r++) {
+				LLVMValueRef row = LLVMBuildAdd(
+				    b,
+				    LLVMBuildMul(b, LLVMBuildAdd(b, mr0, k64(E, r), ""),
+				                 k64(E, G->N), ""),
+				    nc0, "");
+				for (int v = 0; v < nv; v++)
+					store_f(
+					    E, nacc[r * nv + v],
+					    gep(E, Cb, LLVMBuildAdd(b, row, k64(E, v * vw), "")),
+					    4);
+			}
 		}
 		LLVMBuildBr(b, bjoin);
 		if (bpart)
 			LLVMPositionBuilderAtEnd(b, bpart);
 	}
-	if (tile) {
+	if (ep || !full_m || !full_n) {
 		GLoop lr, lcc;
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++)
-				store_f(E, vals[r * nv + v],
-				        gep(E, tile, k64(E, (int64_t)r * nr + v * vw)), valign);
+		if (!in_tile)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					store_f(E, nacc[r * nv + v],
+					        gep(E, tile, k64(E, (int64_t)r * nr + v * vw)),
+					        valign);
 		LLVMValueRef r = loop_open(E, &lr, k64(E, 0), mrows, 1, "trow");
 		LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildAdd(b, m0, ir, ""), r, "");
 		LLVMValueRef crow = gep(E, Cb,
