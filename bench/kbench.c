@@ -1371,7 +1371,8 @@ main(int argc, char **argv)
 	printf("@info openblas %s; threads: openblas_set_num_threads(n)\n", ob_describe());
 	printf("@info onednn %s; threads: %s\n", one_describe(), one_threads_how());
 	defn("kcsd: every kernel is compiled once per workload, cold, in this process (parse + kc_compile: "
-	     "lower, schedule, LLVM O3, object, in-process link; the \"kcsd cold compile\" column: wall time, "
+	     "lower, schedule, LLVM O3 (a module of GEMM stages: objcode.c's short GEMM pipeline), object, "
+	     "in-process link; the \"kcsd cold compile\" column: wall time, "
 	     "and in parentheses the compiling thread's CPU time, which a loaded machine inflates less; a "
 	     "throw-away compile first absorbs the process's one-time LLVM set-up), with the default "
 	     "schedule (no tuning); its rows at 1 and 2 threads share that compile.");
