@@ -715,8 +715,12 @@ red_combine(Em *E, IrOp op, KcDtype dt, LLVMValueRef acc, LLVMValueRef v)
 			LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
 			return r;
 		}
-		return math_intrinsic(b, op == IR_OP_MAXIMUM ? "llvm.maximum" : "llvm.minimum", a,
-		                      2);
+		/* nsz: which zero a max of -0 and +0 returns is left open (numpy's
+		 * max reduction does not order them either); NaN still wins. On
+		 * x86 this halves the lowering (no sign-of-zero blends). */
+		r = math_intrinsic(b, op == IR_OP_MAXIMUM ? "llvm.maximum" : "llvm.minimum", a, 2);
+		LLVMSetFastMathFlags(r, LLVMFastMathNoSignedZeros);
+		return r;
 	}
 	if (op == IR_OP_ADD)
 		return LLVMBuildAdd(b, acc, v, "");

@@ -142,6 +142,14 @@ horner(M *m, LLVMValueRef x, const double *c, int n)
 	return acc;
 }
 
+/* a * b + c, one FMA where the target has one (llvm.fmuladd) */
+static LLVMValueRef
+fma_(M *m, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef x[3] = {a, b, c};
+	return math_intrinsic(m->b, "llvm.fmuladd", x, 3);
+}
+
 /* 2^n for an integer n of the float's width, n within the normal range. */
 static LLVMValueRef
 pow2i(M *m, LLVMValueRef n)
@@ -171,10 +179,12 @@ exp_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 	LLVMValueRef xc = SEL(FCMP(LLVMRealOGT, x, fc(m, hi + 1)), fc(m, hi + 1), x);
 	xc = SEL(FCMP(LLVMRealOLT, xc, fc(m, lo - 1)), fc(m, lo - 1), xc);
 	xc = SEL(FCMP(LLVMRealUNO, x, x), fc(m, 0), xc);
-	LLVMValueRef t = ADD(MUL(xc, fc(m, 1.4426950408889634)), fc(m, shifter));
+	/* FMAs: n ln2hi is exact (ln2hi's trailing zeros), so the first step is
+	 * exact either way; the others round once instead of twice */
+	LLVMValueRef t = fma_(m, xc, fc(m, 1.4426950408889634), fc(m, shifter));
 	LLVMValueRef n = SUB(t, fc(m, shifter)); /* round(x / ln2) */
-	LLVMValueRef r = SUB(xc, MUL(n, fc(m, ln2hi)));
-	r = SUB(r, MUL(n, fc(m, ln2lo)));
+	LLVMValueRef r = fma_(m, n, fc(m, -ln2hi), xc);
+	r = fma_(m, n, fc(m, -ln2lo), r);
 	LLVMValueRef p = horner(m, r, c, deg + 1);
 	LLVMValueRef ni = LLVMBuildFPToSI(b, n, m->it, "");
 	LLVMValueRef n1 = LLVMBuildAShr(b, ni, ic(m, 1), "");
