@@ -39,5 +39,8 @@ LLVMValueRef em_entry_alloca(Em *E, LLVMTypeRef t); /* in E->fn's entry block */
 /* emit_gemm.c: the body of GEMM stage st (its work units [lo, hi)) into
  * E->fn at the builder's position. */
 bool emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
+/* Transposes the n x n matrix held as n row vectors (any element type), in
+ * place, with n log2(n) shuffles (emit_gemm.c). */
+void em_transpose(Em *E, LLVMValueRef *r, int n);
 
 #endif /* KCS_COMPILER_EMIT_H */

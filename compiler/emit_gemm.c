@@ -167,26 +167,76 @@ pack_elem(Em *E, const LnGemm *G, LLVMValueRef Bb, LLVMValueRef panel, LLVMValue
 	        4);
 }
 
-/* Transposes the n x n matrix held as n row vectors, in place: log2(n)
- * butterfly stages of two-source shuffles (n^2 log2(n) / n shuffles). */
-static void
-transpose(Em *E, LLVMValueRef *r, int n)
+/* Bytes of a vector's element type. */
+static int
+elem_bytes(LLVMTypeRef t)
 {
-	LLVMValueRef ma[64], mb[64];
-	for (int h = 1; h < n; h *= 2) {
+	LLVMTypeKind k = LLVMGetTypeKind(t);
+	if (k == LLVMIntegerTypeKind)
+		return (int)LLVMGetIntTypeWidth(t) / 8;
+	if (k == LLVMDoubleTypeKind)
+		return 8;
+	if (k == LLVMHalfTypeKind || k == LLVMBFloatTypeKind)
+		return 2;
+	return 4;
+}
+
+/* *ra, *rb = the shuffles of a and b by masks ma and mb (n elements). */
+static void
+shuffle2(Em *E, LLVMValueRef a, LLVMValueRef b, LLVMValueRef *ma, LLVMValueRef *mb, int n,
+         LLVMValueRef *ra, LLVMValueRef *rb)
+{
+	*ra = LLVMBuildShuffleVector(E->b, a, b, LLVMConstVector(ma, (unsigned)n), "");
+	*rb = LLVMBuildShuffleVector(E->b, a, b, LLVMConstVector(mb, (unsigned)n), "");
+}
+
+/* Transposes the n x n matrix held as n row vectors (n a power of two, any
+ * element type), in place, with n log2(n) two-source shuffles in the
+ * shapes vector units do in one instruction (x86 unpck/shuf, NEON zip):
+ * 1. within each 16-byte lane (m elements), the m x m block of each
+ *    group of m rows: log2(m) rounds, each interleaving the low and the
+ *    high halves (of every lane) of rows i and i + m/2 into rows 2i and
+ *    2i + 1 of the group;
+ * 2. then the n/m x n/m matrix of lanes, for each row offset in a group:
+ *    a butterfly moving whole lanes between rows m apart, 2m apart, ...
+ * (A butterfly on single elements costs x86 instruction selection two to
+ * ten times the compile time: vpermt2 and pshufb sequences.) Shared
+ * through emit.h. */
+void
+em_transpose(Em *E, LLVMValueRef *r, int n)
+{
+	LLVMValueRef ma[64], mb[64], t[64];
+	int m = 16 / elem_bytes(LLVMGetElementType(LLVMTypeOf(r[0])));
+	m = m < 1 ? 1 : m > n ? n : m;
+	int nl = n / m, half = m / 2;
+
+	KC_ASSERT(n >= 1 && n <= 64 && (n & (n - 1)) == 0);
+	for (int l = 0; l < nl; l++)
+		for (int j = 0; j < half; j++) {
+			int lo = l * m + j, hi = l * m + half + j;
+			ma[l * m + 2 * j] = LLVMConstInt(E->i32, (unsigned)lo, 0);
+			ma[l * m + 2 * j + 1] = LLVMConstInt(E->i32, (unsigned)(n + lo), 0);
+			mb[l * m + 2 * j] = LLVMConstInt(E->i32, (unsigned)hi, 0);
+			mb[l * m + 2 * j + 1] = LLVMConstInt(E->i32, (unsigned)(n + hi), 0);
+		}
+	for (int round = 1; round < m; round *= 2) {
+		for (int g = 0; g < n; g += m)
+			for (int i = 0; i < half; i++)
+				shuffle2(E, r[g + i], r[g + i + half], ma, mb, n, &t[g + 2 * i],
+				         &t[g + 2 * i + 1]);
+		memcpy(r, t, sizeof(LLVMValueRef) * (size_t)n);
+	}
+	for (int h = 1; h < nl; h *= 2) {
 		for (int j = 0; j < n; j++) {
-			ma[j] = LLVMConstInt(E->i32, (unsigned)((j & h) == 0 ? j : j - h + n), 0);
-			mb[j] = LLVMConstInt(E->i32, (unsigned)((j & h) == 0 ? j + h : j + n), 0);
+			int l = j / m, c = j % m;
+			bool a = (l & h) == 0;
+			ma[j] = LLVMConstInt(E->i32, (unsigned)(a ? j : (l - h) * m + c + n), 0);
+			mb[j] = LLVMConstInt(E->i32, (unsigned)(a ? (l + h) * m + c : j + n), 0);
 		}
-		LLVMValueRef va = LLVMConstVector(ma, (unsigned)n),
-		             vb = LLVMConstVector(mb, (unsigned)n);
-		for (int i = 0; i < n; i++) {
-			if (i & h)
-				continue;
-			LLVMValueRef x = r[i], y = r[i + h];
-			r[i] = LLVMBuildShuffleVector(E->b, x, y, va, "");
-			r[i + h] = LLVMBuildShuffleVector(E->b, x, y, vb, "");
-		}
+		for (int g = 0; g < nl; g++)
+			for (int i = 0; !(g & h) && i < m; i++)
+				shuffle2(E, r[g * m + i], r[(g + h) * m + i], ma, mb, n,
+				         &r[g * m + i], &r[(g + h) * m + i]);
 	}
 }
 
@@ -335,7 +385,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				                 LLVMBuildAdd(b, pc, k0, ""), "");
 				rows[i] = load_f(E, vt, gep(E, Bb, off), 4);
 			}
-			transpose(E, rows, vw);
+			em_transpose(E, rows, vw);
 			LLVMValueRef dst = gep(
 			    E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, k0, k64(E, nr), ""), c0, ""));
 			for (int i = 0; i < vw; i++)
