@@ -1,6 +1,7 @@
 /* emit.h - state shared by the LLVM emitters (emit_llvm.c: stages and the
- * kcs-cpu-v1 entry; emit_gemm.c: GEMM stages). Backend-internal. One Em per
- * emit_module call, on its stack; nothing here outlives it.
+ * kcs-cpu-v1 entry; emit_gemm.c: GEMM stages; emit_tile.c: tiled
+ * transposes). Backend-internal. One Em per emit_module call, on its
+ * stack; nothing here outlives it.
  */
 #ifndef KCS_COMPILER_EMIT_H
 #define KCS_COMPILER_EMIT_H
@@ -26,6 +27,9 @@ typedef struct Em {
 	int tile_buf;
 	LLVMValueRef tile_val;
 	int group; /* index of the fused row group's lead being emitted, -1 */
+	/* non-temporal stores were emitted (emit_tile.c): the body function
+	 * fences before it returns */
+	bool fence;
 	KcErr *err;
 } Em;
 
@@ -35,6 +39,10 @@ void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v); /* narrows */
 void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);       /* !llvm.loop */
 void em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name);
 LLVMValueRef em_entry_alloca(Em *E, LLVMTypeRef t); /* in E->fn's entry block */
+LLVMValueRef em_idx(Em *E, const LnIdx *x);         /* an index as i64 */
+/* a dtype element at p, widened to its compute type; v narrowed and stored */
+LLVMValueRef em_load_at(Em *E, KcDtype dt, LLVMValueRef p);
+void em_store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v);
 
 /* emit_gemm.c: the body of GEMM stage st (its work units [lo, hi)) into
  * E->fn at the builder's position. */
@@ -42,5 +50,9 @@ bool emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
 /* Transposes the n x n matrix held as n row vectors (any element type), in
  * place, with n log2(n) shuffles (emit_gemm.c). */
 void em_transpose(Em *E, LLVMValueRef *r, int n);
+
+/* emit_tile.c: the last two loops of a tiled stage (st->tile > 0), the
+ * loops outside them already open; the parallel loop runs [lo, hi). */
+bool emit_tile(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
 
 #endif /* KCS_COMPILER_EMIT_H */

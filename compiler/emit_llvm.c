@@ -252,6 +252,22 @@ elem_ptr(Em *E, int buf, const LnIdx *idx)
 
 static LLVMValueRef emit_expr(Em *E, const LnExpr *e);
 
+/* Loads a dtype element at p and widens it to its compute type. */
+static LLVMValueRef
+load_at(Em *E, KcDtype dt, LLVMValueRef p)
+{
+	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), p, "");
+
+	LLVMSetAlignment(v, (unsigned)kc_dtype_info[dt].bytes);
+	if (dt == KC_DT_BOOL)
+		return LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(E->i8, 0, 0), "");
+	if (dt == KC_DT_FLOAT16)
+		return math_f16_to_f32(E->b, v);
+	if (dt == KC_DT_BFLOAT16)
+		return math_bf16_to_f32(E->b, v);
+	return v;
+}
+
 /* Loads buf[idx] (plus the clamped data-dependent offset of a Gather) and
  * widens it to its compute type. An index outside [0, extent) reads the
  * nearest row: out-of-range Gather indices are clamped. */
@@ -281,24 +297,14 @@ emit_load(Em *E, const LnExpr *e)
 		                 "");
 		p = LLVMBuildInBoundsGEP2(b, stype(E, dt), p, &d, 1, "");
 	}
-	LLVMValueRef v = LLVMBuildLoad2(E->b, stype(E, dt), p, "");
-
-	LLVMSetAlignment(v, (unsigned)kc_dtype_info[dt].bytes);
-	if (dt == KC_DT_BOOL)
-		return LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(E->i8, 0, 0), "");
-	if (dt == KC_DT_FLOAT16)
-		return math_f16_to_f32(E->b, v);
-	if (dt == KC_DT_BFLOAT16)
-		return math_bf16_to_f32(E->b, v);
-	return v;
+	return load_at(E, dt, p);
 }
 
-/* Narrows v to the buffer dtype and stores it at buf[idx]. */
+/* Narrows a compute value v to dtype dt and stores it at p. */
 static void
-emit_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v)
+store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v)
 {
-	KcDtype dt = E->ln->bufs[buf].dtype;
-	LLVMValueRef p = elem_ptr(E, buf, idx), st;
+	LLVMValueRef st;
 
 	if (dt == KC_DT_BOOL)
 		v = LLVMBuildZExt(E->b, v, E->i8, "");
@@ -308,6 +314,13 @@ emit_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v)
 		v = math_f32_to_bf16(E->b, v);
 	st = LLVMBuildStore(E->b, v, p);
 	LLVMSetAlignment(st, (unsigned)kc_dtype_info[dt].bytes);
+}
+
+/* Narrows v to the buffer dtype and stores it at buf[idx]. */
+static void
+emit_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v)
+{
+	store_at(E, E->ln->bufs[buf].dtype, elem_ptr(E, buf, idx), v);
 }
 
 /* NaN-propagating max/min (numpy maximum/minimum) and integer max/min. */
@@ -780,6 +793,10 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	if (E->group >= 0 && st == &E->ln->stages[E->group] && level == st->fuse_outer &&
 	    E->body == EB_STORES)
 		return emit_group_rows(E, st, lo, hi);
+	/* a tiled stage's last two loops (fuse.c), unless they are a fused
+	 * group's shared loops (E->group is set while those are emitted) */
+	if (st->tile > 0 && level == st->nloops - 2 && E->group < 0 && E->body == EB_STORES)
+		return emit_tile(E, st, lo, hi);
 	if (level == st->nloops) { /* every innermost body: the math call width */
 		const LnLoop *in = level ? &st->loops[level - 1] : NULL;
 		E->vw = in && (in->kind & LNL_VECTORIZED) && in->width > 1 ? in->width : 1;
@@ -953,6 +970,9 @@ emit_body(Em *E, const LnStage *st, const char *symbol)
 	E->group = -1;
 	if (!ok)
 		return NULL;
+	if (E->fence) /* order non-temporal stores before the region's end */
+		LLVMBuildFence(E->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+	E->fence = false;
 	LLVMBuildRetVoid(E->b);
 	return fn;
 }
@@ -1288,7 +1308,7 @@ done:
 	return st;
 }
 
-/* ---- for emit_gemm.c ------------------------------------------------------- */
+/* ---- for emit_gemm.c and emit_tile.c --------------------------------------- */
 
 LLVMValueRef
 em_expr(Em *E, const LnExpr *e)
@@ -1318,4 +1338,22 @@ LLVMValueRef
 em_entry_alloca(Em *E, LLVMTypeRef t)
 {
 	return entry_alloca(E, t);
+}
+
+LLVMValueRef
+em_idx(Em *E, const LnIdx *x)
+{
+	return emit_idx(E, x);
+}
+
+LLVMValueRef
+em_load_at(Em *E, KcDtype dt, LLVMValueRef p)
+{
+	return load_at(E, dt, p);
+}
+
+void
+em_store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v)
+{
+	store_at(E, dt, p, v);
 }

@@ -24,7 +24,10 @@
  * Tiling ("tile"): an injective stage whose innermost loop writes
  * contiguously but reads with a large stride (a Transpose) runs in
  * tile x tile blocks over its last two loops, so both the reads and the
- * writes stay within a few cache lines and pages per block.
+ * writes stay within a few cache lines and pages per block. A decision
+ * only (LnStage.tile): emit_tile.c runs each block as vw x vw sub-blocks,
+ * vw vector loads along the read's contiguous loop, a transpose in
+ * registers and vw vector stores, with scalar code at the edges.
  */
 #include <string.h>
 
@@ -34,7 +37,7 @@
 #define RF_PARTIALS 64        /* auto rfactor: chunks of the reduction */
 #define RF_MIN_WORK (1 << 16) /* auto rfactor: reduction elements, at least */
 #define LOCAL_MAX_BYTES 16384 /* a local row block lives on the stack */
-#define TILE_AUTO 32
+#define TILE_AUTO 256
 #define TILE_MIN 4
 #define MAX_GROUP 32 /* stages in one fused region, at most */
 
@@ -150,18 +153,6 @@ stage_refs(Refs *r, const LnStage *st, int *n)
 	return r->out;
 }
 
-/* Replaces vars from[] by to[] in every index of st (stores, loads). */
-static void
-stage_subst(LoopNest *ln, Refs *R, LnStage *st, int n, const int *from, LnIdx *const *to)
-{
-	int nr;
-	LnExpr **refs = stage_refs(R, st, &nr);
-	for (int i = 0; i < nr; i++)
-		refs[i]->idx = subst(ln, refs[i]->idx, n, from, to);
-	for (int i = 0; i < st->nstores; i++)
-		st->stores[i].idx = subst(ln, st->stores[i].idx, n, from, to);
-}
-
 /* ---- transpose tiling ------------------------------------------------------- */
 
 void
@@ -171,8 +162,7 @@ sched_tile(LoopNest *ln, LnStage *st, int tile)
 	bool wr = false, rd = false;
 	int64_t ep, eq;
 
-	if (tile == 1 || st->nred > 0 || L < 2 || L + 2 > LN_MAX_LOOPS || st->gemm ||
-	    st->fused_into >= 0)
+	if (tile == 1 || st->nred > 0 || L < 2 || st->gemm || st->fused_into >= 0)
 		return;
 	ep = st->loops[L - 2].extent;
 	eq = st->loops[L - 1].extent;
@@ -201,28 +191,13 @@ sched_tile(LoopNest *ln, LnStage *st, int tile)
 	}
 	if (!wr || !rd)
 		return;
+	/* the largest power of two <= tile that fits both extents; partial
+	 * blocks at the ends are the emitter's (emit_tile.c) */
 	int T = tile ? tile : TILE_AUTO;
-	while (T >= TILE_MIN && (ep % T || eq % T || ep < 2 * T || eq < 2 * T))
+	while (T > TILE_MIN && (T > ep || T > eq))
 		T /= 2;
-	if (T < TILE_MIN)
-		return;
-	/* v_p -> ip*T + jp, v_q -> iq*T + jq; loops [.., ip, iq, jp, jq] */
-	int ip = ln_var_new(ln, ep / T), iq = ln_var_new(ln, eq / T);
-	int jp = ln_var_new(ln, T), jq = ln_var_new(ln, T);
-	int from[2] = {st->loops[L - 2].var, st->loops[L - 1].var};
-	LnIdx *to[2] = {ln_idx_add(ln, ln_idx_mul(ln, ln_idx_var(ln, ip), T), ln_idx_var(ln, jp)),
-	                ln_idx_add(ln, ln_idx_mul(ln, ln_idx_var(ln, iq), T), ln_idx_var(ln, jq))};
-	stage_subst(ln, R, st, 2, from, to);
-	LnLoop proto = st->loops[L - 1];
-	int vars[4] = {ip, iq, jp, jq};
-	int64_t ext[4] = {ep / T, eq / T, T, T};
-	for (int i = 0; i < 4; i++) {
-		st->loops[L - 2 + i] = proto;
-		st->loops[L - 2 + i].kind = LNL_SERIAL;
-		st->loops[L - 2 + i].var = vars[i];
-		st->loops[L - 2 + i].extent = ext[i];
-	}
-	st->nloops = L + 2;
+	if (T <= ep && T <= eq)
+		st->tile = T;
 }
 
 /* ---- rfactor ------------------------------------------------------------------ */

@@ -194,6 +194,13 @@ typedef struct LnStage {
 	bool fused;     /* a non-lead member of a group */
 	bool fuse_rows; /* knob: may join a group */
 	int rfactor;    /* knob: 0 auto, 1 off, n >= 2 partials (fuse.c) */
+	/* Transpose tiling (fuse.c sched_tile, a schedule decision): > 0 in an
+	 * injective stage that writes along its innermost loop and reads some
+	 * input along the one outside it. Its last two loops then run in
+	 * tile x tile blocks (partial blocks at the ends), each block in
+	 * vw x vw sub-blocks transposed in registers (emit_tile.c); the loops
+	 * themselves are unchanged. 0: not tiled. */
+	int tile;
 } LnStage;
 
 /* The first reduction loop of a stage (nloops when injective). */
@@ -298,7 +305,8 @@ int ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
 
 /* ---- fuse.c: schedule transforms across loops and stages ------------------ */
 /* Tile a transpose-like injective stage (its innermost store loop reads
- * with a large stride) into tile x tile blocks; tile 0 = auto, 1 = off. */
+ * with a large stride) into tile x tile blocks (sets st->tile); tile 0 =
+ * auto, 1 = off. */
 void sched_tile(LoopNest *ln, LnStage *st, int tile);
 /* Split full reductions (too little spatial work) into partials + combine
  * (rfactor); annotates the stages it makes. */

@@ -145,6 +145,9 @@ ln_print(const LoopNest *ln, KcBuf *out)
 		kc_buf_printf(out, "stage %s (grain %lld)", st->name, (long long)st->grain);
 		if (st->fused_into >= 0)
 			kc_buf_printf(out, " epilogue of s%d, runs on its tiles", st->fused_into);
+		if (st->tile > 0)
+			kc_buf_printf(out, " tiled %dx%d over its last 2 loops", st->tile,
+			              st->tile);
 		if (st->nred > 0)
 			kc_buf_printf(out, " reduce %s over %d loop%s", ir_op_info[st->red_op].name,
 			              st->nred, st->nred > 1 ? "s" : "");

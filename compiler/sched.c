@@ -27,10 +27,13 @@
  *                   largest <= n) computed in parallel, then combined in a
  *                   second region in a fixed order: results do not depend
  *                   on the thread count; 1 = off
- *   tile            (0 auto = 32, 1 off, 4..256) an injective stage that
+ *   tile            (0 auto = 256, 1 off, 4..256) an injective stage that
  *                   writes along its innermost loop and reads along the one
- *                   outside it (a Transpose) runs in tile x tile blocks
- *                   (largest power of two <= tile dividing both extents)
+ *                   outside it (a Transpose) runs its last two loops in
+ *                   tile x tile blocks (the largest power of two <= tile
+ *                   that fits both extents; partial blocks at the ends),
+ *                   each as vector_width x vector_width sub-blocks
+ *                   transposed in registers (emit_tile.c)
  * fuse_rows, rfactor and tile are printed in the canonical JSON only when
  * not at their defaults. Order of application: tile and the per-stage
  * annotations, then rfactor (adds a stage after each split one, with the

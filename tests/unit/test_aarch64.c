@@ -14,8 +14,9 @@
  *   - aarch64 vs scalar references: kc_interp (rtol = atol = 1e-4, 1e-2
  *     with float16/bfloat16 upstream, as test_interp), plus exact C loops
  *     for the chain and broadcast graphs.
- * Two small reduction graphs are hand-built too; the corpus slice stays
- * elementwise (the reduction/MatMul files are large under qemu).
+ * Two small reduction graphs and a graph of tiled transposes are hand-built
+ * too; the corpus slice stays elementwise (the reduction/MatMul files are
+ * large under qemu).
  * template_sweep is a small subset of test_templates.c's sweep (MatMul with
  * tails in M, N, K and all four transposes, GEMV, BatchMatMul with a
  * broadcast operand, softmax, layernorm, reductions over outer and middle
@@ -831,6 +832,40 @@ trig(void)
 	free(g);
 }
 
+/* Tiled transposes (emit_tile.c) with NEON's vectors (vw 4; float64 2):
+ * element sizes 1 to 8, prime sizes (partial sub-blocks and tiles), a 4-D
+ * permutation of the last two axes with a Mul on the transposed values,
+ * and a Cast to float16. One graph, each output a stage of its own. */
+static void
+transposes(void)
+{
+	static const char *const dts[] = {"float32", "float16", "int8", "float64", "bool"};
+	static const char *const xs[] = {"37,61", "48,64", "13,29", "17,40", "19,23"};
+	static const char *const ys[] = {"61,37", "64,48", "29,13", "40,17", "23,19"};
+	static const char p2[] = "[{\"name\":\"perm\",\"value\":[1,0]}]";
+	G *g = calloc(1, sizeof *g);
+	for (int i = 0; i < 5; i++) {
+		char in[8], out[8];
+		snprintf(in, sizeof in, "x%d", i);
+		snprintf(out, sizeof out, "y%d", i);
+		g_in(g, in, dts[i], xs[i]);
+		g_op_attr(g, "Transpose", p2, out, dts[i], ys[i], 1, T(in, dts[i], xs[i]), NULL,
+		          NULL);
+		g_out(g, out, dts[i], ys[i]);
+	}
+	g_in(g, "z", "float32", "2,3,29,47");
+	g_op_attr(g, "Transpose", "[{\"name\":\"perm\",\"value\":[0,1,3,2]}]", "zt", "float32",
+	          "2,3,47,29", 1, T("z", "float32", "2,3,29,47"), NULL, NULL);
+	g_op(g, "Mul", "zm", "float32", "2,3,47,29", 2, T("zt", "float32", "2,3,47,29"),
+	     C("0.5", "float32"), NULL);
+	g_op(g, "Cast", "zh", "float16", "2,3,47,29", 1, T("zt", "float32", "2,3,47,29"), NULL,
+	     NULL);
+	g_out(g, "zm", "float32", "2,3,47,29");
+	g_out(g, "zh", "float16", "2,3,47,29");
+	check_g(g, "Fused_Transposes", 71, NULL);
+	free(g);
+}
+
 /* Small reduction stages (inner and outer axes, float32 and int32): the
  * softmax pattern, and column sums / row maxima. Cheap under qemu. */
 static void
@@ -1177,6 +1212,7 @@ main(int argc, char **argv)
 	t_sub("compare_select", compare_select);
 	t_sub("reshape_broadcast", reshape_broadcast);
 	t_sub("reductions", reductions);
+	t_sub("transposes", transposes);
 	t_sub("template_sweep", template_sweep);
 	t_sub("trig", trig);
 	t_sub("corpus", corpus);

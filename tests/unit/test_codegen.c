@@ -2240,11 +2240,13 @@ reduction_templates(void)
 		g_opa(&g, "Transpose", "[{\"name\":\"perm\",\"value\":[1,0]}]", "y", "float32",
 		      "128,256", 1, T("x", "float32", "256,128"), NULL, NULL);
 		g_out(&g, "y", "float32", "128,256");
-		const char *want[] = {"in 0..4:", "in 0..8:", "in 0..32 vectorized", NULL};
+		/* the auto tile (256) fits the extents: 128 */
+		const char *want[] = {"tiled 128x128 over its last 2 loops", "in 0..256 vectorized",
+		                      NULL};
 		check_interp(&g, "transpose 256x128 tiled", NULL, want, NULL);
-		const char *want16[] = {"in 0..16 vectorized", NULL};
+		const char *want16[] = {"tiled 16x16", NULL};
 		check_interp(&g, "transpose 256x128 tile 16", "{\"tile\":16}", want16, NULL);
-		const char *flat[] = {"in 0..32:", NULL};
+		const char *flat[] = {"tiled", NULL};
 		check_interp(&g, "transpose 256x128 untiled", "{\"tile\":1}", NULL, flat);
 	}
 	{
@@ -2253,15 +2255,161 @@ reduction_templates(void)
 		g_opa(&g, "Transpose", "[{\"name\":\"perm\",\"value\":[0,2,1]}]", "y", "float32",
 		      "3,160,96", 1, T("x", "float32", "3,96,160"), NULL, NULL);
 		g_out(&g, "y", "float32", "3,160,96");
-		const char *want[] = {"in 0..32 vectorized", NULL};
+		const char *want[] = {"tiled 64x64", NULL};
 		check_interp(&g, "transpose [0,2,1] tiled", NULL, want, NULL);
-		G g2 = {0}; /* odd sizes: no tile divides them, stays correct */
+		G g2 = {0}; /* odd sizes: partial tiles and sub-blocks at the ends */
 		g_in(&g2, "x", "float32", "97,131");
 		g_opa(&g2, "Transpose", "[{\"name\":\"perm\",\"value\":[1,0]}]", "y", "float32",
 		      "131,97", 1, T("x", "float32", "97,131"), NULL, NULL);
 		g_out(&g2, "y", "float32", "131,97");
-		check_interp(&g2, "transpose 97x131", NULL, NULL, NULL);
+		check_interp(&g2, "transpose 97x131", NULL, want, NULL);
 	}
+}
+
+/* A Transpose of x[dims] by perm into y (plus `post`: "" for none, or an
+ * op on the transposed value: "mul" (* 0.5), "bias" (+ b[last dim]),
+ * "add2" (+ a second input transposed alike), "two" (y and y * 0.5 as two
+ * outputs)). */
+static void
+g_transpose(G *g, int rank, const int *dims, const int *perm, const char *post)
+{
+	char xs[64] = "", os[64] = "", pm[64] = "", attr[128], ls[16];
+	for (int i = 0; i < rank; i++) {
+		size_t a = strlen(xs), b = strlen(os), c = strlen(pm);
+		snprintf(xs + a, sizeof xs - a, "%s%d", i ? "," : "", dims[i]);
+		snprintf(os + b, sizeof os - b, "%s%d", i ? "," : "", dims[perm[i]]);
+		snprintf(pm + c, sizeof pm - c, "%s%d", i ? "," : "", perm[i]);
+	}
+	snprintf(attr, sizeof attr, "[{\"name\":\"perm\",\"value\":[%s]}]", pm);
+	snprintf(ls, sizeof ls, "%d", dims[perm[rank - 1]]);
+	bool plain = !*post;
+	g_in(g, "x", "float32", xs);
+	g_opa(g, "Transpose", attr, plain ? "y" : "t", "float32", os, 1, T("x", "float32", xs),
+	      NULL, NULL);
+	if (!strcmp(post, "mul") || !strcmp(post, "two"))
+		g_op(g, "Mul", !strcmp(post, "two") ? "y2" : "y", "float32", os, 2,
+		     T("t", "float32", os), C("0.5", "float32"), NULL);
+	if (!strcmp(post, "bias")) {
+		g_in(g, "b", "float32", ls);
+		g_op(g, "Add", "y", "float32", os, 2, T("t", "float32", os), T("b", "float32", ls),
+		     NULL);
+	}
+	if (!strcmp(post, "add2")) {
+		g_in(g, "x2", "float32", xs);
+		g_opa(g, "Transpose", attr, "t2", "float32", os, 1, T("x2", "float32", xs), NULL,
+		      NULL);
+		g_op(g, "Add", "y", "float32", os, 2, T("t", "float32", os), T("t2", "float32", os),
+		     NULL);
+	}
+	g_out(g, !strcmp(post, "two") ? "t" : "y", "float32", os);
+	if (!strcmp(post, "two"))
+		g_out(g, "y2", "float32", os);
+}
+
+/* Tiled transposes (emit_tile.c): vw x vw sub-blocks transposed in
+ * registers, partial tiles and sub-blocks at the ends (primes, odd tails),
+ * 2-D to 4-D permutations, vector widths, tiles smaller than a vector,
+ * parallel splits of the tiled loops, elementwise ops on the transposed
+ * values; then the non-temporal stores of large outputs against
+ * misaligned pointers. float32 here; test_templates sweeps the dtypes. */
+static void
+transpose_tiles(void)
+{
+	static const struct {
+		int rank, dims[4], perm[4];
+	} sh[] = {{2, {61, 37}, {1, 0}},
+	          {2, {16, 16}, {1, 0}},
+	          {2, {130, 70}, {1, 0}},
+	          {3, {5, 33, 17}, {0, 2, 1}},
+	          {4, {2, 3, 29, 47}, {0, 1, 3, 2}},
+	          {4, {2, 29, 3, 47}, {0, 2, 3, 1}},
+	          {4, {31, 2, 3, 17}, {1, 2, 3, 0}},
+	          {3, {300, 2, 20}, {1, 2, 0}}};
+	static const char *const knobs[] = {NULL,
+	                                    "{\"tile\":4}",
+	                                    "{\"tile\":16}",
+	                                    "{\"vector_width\":1}",
+	                                    "{\"vector_width\":4}",
+	                                    "{\"vector_width\":8,\"tile\":8}",
+	                                    "{\"parallel_grain\":1}",
+	                                    "{\"parallel_grain\":1,\"tile\":32}"};
+	static const char *const posts[] = {"", "mul", "bias", "add2", "two"};
+	for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+		for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
+			for (size_t o = 0; o < sizeof posts / sizeof posts[0]; o++) {
+				if (o > 0 && (k + o + i) % 3 != 0) /* a third of the op variants */
+					continue;
+				G g = {0};
+				char lbl[160];
+				g_transpose(&g, sh[i].rank, sh[i].dims, sh[i].perm, posts[o]);
+				snprintf(lbl, sizeof lbl, "transpose %zu %s %s", i,
+				         knobs[k] ? knobs[k] : "default", posts[o]);
+				check_interp(&g, lbl, knobs[k], NULL, NULL);
+			}
+	{
+		G g = {0};
+		g_transpose(&g, 2, (const int[]){61, 37}, (const int[]){1, 0}, "");
+		const char *want[] = {"tiled 32x32", NULL};
+		check_interp(&g, "transpose 61x37 dump", NULL, want, NULL);
+	}
+
+	/* large outputs (rows a multiple of 64 bytes): non-temporal stores,
+	 * the tiles starting at the first line-aligned column; a pure move
+	 * and a scaled one, against every element offset of the output */
+	int P = 1040, Q = 1024; /* x[P, Q] -> y[Q, P] */
+	size_t n = (size_t)P * (size_t)Q;
+	float *x = frand(n + 16, -2, 2, 11), *ref = malloc(n * 4);
+	float *buf = aligned_alloc(64, (n + 32) * 4), *buf2 = aligned_alloc(64, (n + 32) * 4);
+	KcTarget t = host;
+	CompileCtx *cc = compile_ctx_new();
+	G g0 = {0};
+	KcGraph *gr = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	char *json = NULL;
+	g_transpose(&g0, 2, (const int[]){P, Q}, (const int[]){1, 0}, "");
+	json = g_json(&g0, "Fused_Rows");
+	bool wide = kc_parse(cc, json, strlen(json), &lim, &gr, &err) == KC_OK &&
+	            strstr(kc_schedule_knobs_json(kc_schedule_default(cc, gr, &t)),
+	                   "\"vector_width\":16") != NULL;
+	free(json);
+	compile_ctx_free(cc);
+	for (int mul = 0; mul < 2; mul++) {
+		G g = {0};
+		K k;
+		g_transpose(&g, 2, (const int[]){P, Q}, (const int[]){1, 0}, mul ? "mul" : "");
+		OK(build(&k, &g, "Fused_Transpose_NT", &host, NULL, true));
+		if (!k.fn) {
+			unload(&k);
+			continue;
+		}
+		/* vector_width 16 (AVX-512): whole-line vectors, so non-temporal */
+		OKF(!wide || (k.art.ir && strstr(k.art.ir, "!nontemporal")),
+		    "transpose %s: non-temporal stores", mul ? "* 0.5" : "move");
+		for (int64_t q = 0; q < Q; q++)
+			for (int64_t p = 0; p < P; p++)
+				ref[q * P + p] = mul ? x[p * Q + q] * 0.5f : x[p * Q + q];
+		int bad = 0;
+		for (int off = 0; off < 16; off += mul ? 5 : 3) {
+			float *y = buf + off, *y2 = buf2 + (15 - off), *xin = x + off % 4;
+			if (off % 4) /* an input off by some elements too */
+				memmove(xin, x, n * 4);
+			memset(buf, 0xff, (n + 32) * 4);
+			memset(buf2, 0xff, (n + 32) * 4);
+			void *a1[] = {xin, y}, *a2[] = {xin, y2};
+			OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&pool, a2, NULL) == 0,
+			    "transpose nt offset %d: runs", off);
+			bad += memcmp(y, ref, n * 4) != 0 || memcmp(y2, ref, n * 4) != 0;
+			bad += buf[off + (int64_t)n] == buf[off + (int64_t)n] ||
+			       (off > 0 && buf[off - 1] == buf[off - 1]); /* guards stay NaN */
+			if (off % 4)
+				memmove(x, xin, n * 4);
+		}
+		OKF(bad == 0, "transpose %s, outputs at every alignment: %d bad",
+		    mul ? "* 0.5" : "move", bad);
+		unload(&k);
+	}
+	free(x), free(ref), free(buf), free(buf2);
 }
 
 static void
@@ -2899,6 +3047,7 @@ main(void)
 	t_sub("softmax", softmax);
 	t_sub("layernorm", layernorm);
 	t_sub("reduction_templates", reduction_templates);
+	t_sub("transpose_tiles", transpose_tiles);
 	t_sub("layout_ops", layout_ops);
 	t_sub("assign_in_place", assign_in_place);
 	t_sub("index_ops", index_ops);

@@ -30,7 +30,10 @@
  *               variance) over the same rows;
  *   injective   elementwise chains with broadcasts, Select, Cast, over odd
  *               shapes of rank 1-4 (float32, float16, int32);
- *   transpose   2-D and 4-D Transpose (alone and fused into an Add);
+ *   transpose   2-D and 4-D Transpose (alone and fused into an Add); tiled
+ *               transposes of every element size (primes, whole tiles, 4-D),
+ *               followed by Casts between sizes or a Mul, and two with large
+ *               outputs (non-temporal stores), also with parallel_grain 1;
  *   conv2d      NHWC and NCHW, stride 2, dilation 2, symmetric and
  *               asymmetric pads, groups 2, depthwise, 1x1, odd spatial
  *               sizes, a bias+ReLU epilogue, float16.
@@ -43,7 +46,8 @@
  *   - through a 3-thread KcsRuntime, every buffer only element-aligned,
  *     outputs pre-filled with 0x7F bytes;
  *   - for the matmul, batchmatmul, epilogue, reduce, softmax and layernorm
- *     families (about half of their cases in CI, chosen by the seed) also
+ *     families and the tiled transposes (about half of their cases in CI,
+ *     chosen by the seed) also
  *     with the same template and "parallel_grain": 1, so even small shapes
  *     are split over 3 tasks (partition tails); for the "matmul" template
  *     with tiny GEMM blocks too ("kc" 1/5/16/100, "mc" 1/17, "nc" 1/50,
@@ -1381,6 +1385,35 @@ chain(const char *dt, int rank, const int64_t *shape)
 	run_case(label, g_json(&g, "Fused_Chain_sweep"), 1e-4);
 }
 
+/* x[shape] transposed by perm, then (post) a Cast to cast_dt ("cast"),
+ * a Mul by a constant ("mul") or nothing (NULL), in one composite. */
+static void
+tr_post(const char *dt, int rank, const int64_t *shape, const int64_t *perm, const char *post,
+        const char *cast_dt)
+{
+	int64_t os[KC_MAX_RANK];
+	char label[200], attr[128];
+	G g = {0};
+	for (int d = 0; d < rank; d++)
+		os[d] = shape[perm[d]];
+	const char *xs = shp(shape, rank), *osh = shp(os, rank), *pl = shp(perm, rank);
+	const char *odt = post && !strcmp(post, "cast") ? cast_dt : dt;
+	snprintf(label, sizeof label, "Transpose %s [%s] perm=[%s]%s%s%s", dt, xs, pl,
+	         post ? " + " : "", post ? post : "", post && !strcmp(post, "cast") ? odt : "");
+	if (filter && !strstr(label, filter))
+		return;
+	snprintf(attr, sizeof attr, "[{\"name\":\"perm\",\"value\":[%s]}]", pl);
+	g_in(&g, T("x", dt, xs));
+	g_op(&g, "Transpose", attr, T(post ? "t" : "y", dt, osh), 1, T("x", dt, xs));
+	if (post && !strcmp(post, "cast"))
+		g_op(&g, "Cast", "null", T("y", odt, osh), 1, T("t", dt, osh));
+	else if (post)
+		g_op(&g, "Mul", "null", T("y", dt, osh), 2, T("t", dt, osh),
+		     CST(t_dt_float(dt) ? "0.5" : "3", dt));
+	g_out(&g, T("y", odt, osh));
+	run_case(label, g_json(&g, "Fused_Transpose_sweep"), 1e-4);
+}
+
 static void
 tr(const char *dt, int rank, const int64_t *shape, const int64_t *perm, bool fused)
 {
@@ -1450,6 +1483,38 @@ transpose(void)
 	tr("float32", 2, (const int64_t[]){1024, 1027}, p2, false);
 	tr("float16", 4, (const int64_t[]){8, 64, 56, 33}, perms[0], false);
 	tr("float32", 4, (const int64_t[]){1, 12, 128, 64}, perms[4], true);
+
+	/* tiled transposes (emit_tile.c) of every element size: vw x vw
+	 * sub-blocks in registers with partial ones at the ends (primes),
+	 * whole tiles, a 4-D permutation of the last two axes; split over the
+	 * 3 threads at any row too (grain 1) */
+	static const char *const all[] = {"float32", "float16", "bfloat16", "float64", "int8",
+	                                  "uint8",   "int16",   "int32",    "int64",   "bool"};
+	static const int64_t t2a[] = {37, 61}, t2b[] = {48, 64}, t4[] = {2, 3, 29, 47};
+	static const int64_t p4[] = {0, 1, 3, 2};
+	fam_grain1 = true;
+	for (size_t d = 0; d < sizeof all / sizeof all[0]; d++) {
+		tr_post(all[d], 2, t2a, p2, NULL, NULL);
+		tr_post(all[d], 2, t2b, p2, NULL, NULL);
+		tr_post(all[d], 4, t4, p4, NULL, NULL);
+	}
+	/* elementwise ops on the transposed values: casts between element
+	 * sizes, a scale */
+	static const char *const casts[][2] = {{"float32", "float16"}, {"float16", "float32"},
+	                                       {"int8", "float32"},    {"float32", "int32"},
+	                                       {"float64", "float32"}, {"bool", "float32"},
+	                                       {"uint8", "int64"},     {"bfloat16", "float64"}};
+	for (size_t c = 0; c < sizeof casts / sizeof casts[0]; c++)
+		tr_post(casts[c][0], 2, c % 2 ? t2a : t2b, p2, "cast", casts[c][1]);
+	static const char *const muls[] = {"float32", "float16", "float64", "int32", "int8"};
+	for (size_t m = 0; m < sizeof muls / sizeof muls[0]; m++)
+		tr_post(muls[m], m % 2 ? 4 : 2, m % 2 ? t4 : t2a, m % 2 ? p4 : p2, "mul", NULL);
+	/* large outputs with rows of whole cache lines: non-temporal stores
+	 * (with AVX-512), the tiles starting at the first aligned column of
+	 * the element-aligned buffers of the threaded run */
+	tr_post("float32", 2, (const int64_t[]){1040, 1024}, p2, "mul", NULL);
+	tr_post("float64", 2, (const int64_t[]){1031, 528}, p2, NULL, NULL);
+	fam_grain1 = false;
 }
 
 /* ---- Conv2D ---------------------------------------------------------------------------- */

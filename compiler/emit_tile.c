@@ -1,0 +1,602 @@
+/* emit_tile.c - the last two loops of a tiled stage (LnStage.tile, set by
+ * fuse.c sched_tile) as LLVM IR: a transpose, and any elementwise ops a
+ * stage applies to transposed values, at memory bandwidth.
+ *
+ * The loops are p (outer) and q (inner). The stage writes along q and
+ * reads some input along p: a "transposed load" is a load whose index
+ * moves by 1 along p and by cq >= 2 along q. Run as it stands, the q loop
+ * would read one element per cache line, through gathers. Instead, over
+ * [pa, pe) x [qa, qe), the part of the loops' ranges that whole vw x vw
+ * sub-blocks cover:
+ *
+ *   for q0 in [qa, qe) step T:                       tiles (T = st->tile)
+ *     for p0 in [pa, pe) step T:
+ *       for each vw x vw sub-block (p, q) of the tile, q outer (vw input
+ *       rows at a time, read along p):
+ *         per transposed load x: vw vector loads, one per q + i, each vw
+ *           elements of x along p (contiguous); em_transpose: vector j
+ *           then holds x at p + j over the vw values of q
+ *         a pure move (every store writes a transposed load's value, both
+ *           contiguous along q): vw vector stores, one per output row;
+ *         otherwise: the transposed vectors go to a vw x vw block on the
+ *           stack, and the stage's stores run over the sub-block, one row
+ *           at a time, in a vw-wide loop the loop vectorizer turns into
+ *           one vector operation per row, the transposed loads reading
+ *           the block and every other load its buffer: the ops apply to
+ *           the transposed vectors
+ *   the rest (rows pe.. of the range, columns qe.. of the rows before) in
+ *   scalar loops over the stage's stores
+ *
+ * Non-temporal stores: when a store's rows are whole cache lines (vw
+ * elements make 64 bytes, rows a multiple of 64 bytes apart) and its
+ * output is large (NT_MIN_BYTES), its vectors are stored non-temporally:
+ * they bypass the caches, with no read for ownership of lines the stores
+ * overwrite entirely (a third of a cached transpose's traffic). Such a
+ * store needs line-aligned addresses: qa then moves to the first q whose
+ * address is (the ABI only promises element alignment), the columns
+ * before it a scalar strip; a stage that is not a pure move computes its
+ * output into a vw x vw block on the stack, stored a row vector at a time.
+ * The body fences once before it returns (E->fence), so the stores are
+ * ordered before the region ends.
+ *
+ * vw is the stage's vector width, halved while a vector would hold more
+ * bytes than vw float32s or 64 (float64 transposes 8 x 8 with AVX-512)
+ * and at most T; 1 (vector_width 1) leaves scalar tiles. Elements move as
+ * integers of their size, so a pure move copies bits whatever the dtype.
+ * The parallel loop, when it is p or q, tiles its task's range. Every
+ * loop here is emitted in its final shape and marked neither to be
+ * vectorised nor unrolled, except the sub-block's row loop, which is
+ * vectorised at width vw (one vector iteration).
+ */
+#include <llvm-c/DebugInfo.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* transposed loads per stage (more read their buffer), the smallest
+ * output stored non-temporally, the bytes of a cache line */
+#define MAX_TLOADS 8
+#define NT_MIN_BYTES (INT64_C(4) << 20)
+#define LINE 64
+
+typedef struct TLoop {
+	LLVMBasicBlockRef header, exit;
+	LLVMValueRef iv, end, step;
+} TLoop;
+
+/* What emit_tile does with a stage. */
+typedef struct Plan {
+	const LnStage *st;
+	int vp, vq; /* the vars of loops p and q */
+	int vw;     /* sub-block size, 1: none */
+	int nt;     /* transposed loads */
+	const LnExpr *tl[MAX_TLOADS];
+	int64_t cq[MAX_TLOADS];       /* their stride along q */
+	LLVMTypeRef et[MAX_TLOADS];   /* their element, as an integer */
+	LLVMValueRef blk[MAX_TLOADS]; /* their vw x vw stack block (not a move) */
+	bool move;                    /* every store writes a transposed load */
+	int64_t *scp;                 /* per store: its stride along p */
+	int nts;                      /* the non-temporal store, -1: none */
+	LLVMTypeRef ntet;             /* its element, as an integer */
+	LLVMValueRef ntblk;           /* not a move: its vw x vw stack block */
+} Plan;
+
+static LLVMValueRef
+k64(Em *E, int64_t v)
+{
+	return LLVMConstInt(E->i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef
+add(Em *E, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef r = LLVMBuildAdd(E->b, a, b, "");
+	if (!LLVMIsConstant(r)) {
+		LLVMSetNUW(r, 1);
+		LLVMSetNSW(r, 1);
+	}
+	return r;
+}
+
+static LLVMValueRef
+smin(Em *E, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef
+gep(Em *E, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef i)
+{
+	return LLVMBuildInBoundsGEP2(E->b, t, p, &i, 1, "");
+}
+
+/* for (iv = start; iv < end; iv += step) { ...: the builder is in the body */
+static LLVMValueRef
+loop_open(Em *E, TLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name)
+{
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(E->b);
+	l->header = LLVMAppendBasicBlockInContext(E->ctx, E->fn, name);
+	l->exit = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "exit");
+	l->end = end;
+	l->step = k64(E, step);
+	LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, start, end, ""), l->header, l->exit);
+	LLVMPositionBuilderAtEnd(E->b, l->header);
+	l->iv = LLVMBuildPhi(E->b, E->i64, name);
+	LLVMAddIncoming(l->iv, &start, &pre, 1);
+	return l->iv;
+}
+
+/* } : the builder continues after the loop; returns the latch branch. */
+static LLVMValueRef
+loop_close(Em *E, TLoop *l)
+{
+	LLVMValueRef next = add(E, l->iv, l->step);
+	LLVMValueRef br = LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, next, l->end, ""),
+	                                  l->header, l->exit);
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(E->b);
+	LLVMAddIncoming(l->iv, &next, &latch, 1);
+	LLVMPositionBuilderAtEnd(E->b, l->exit);
+	return br;
+}
+
+/* !llvm.loop {vectorize.enable false, unroll.disable}: a loop emitted in
+ * its final shape. */
+static void
+plain_md(Em *E, LLVMValueRef br)
+{
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
+	LLVMMetadataRef ve[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
+	                         LLVMValueAsMetadata(LLVMConstInt(E->i1, 0, 0))};
+	LLVMMetadataRef un = LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.disable", 24);
+	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(E->ctx, ve, 2),
+	                          LLVMMDNodeInContext2(E->ctx, &un, 1)};
+	LLVMMetadataRef node = LLVMMDNodeInContext2(E->ctx, ops, 3);
+	LLVMMetadataReplaceAllUsesWith(tmp, node);
+	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(E->ctx, "llvm.loop", 9),
+	                LLVMMetadataAsValue(E->ctx, node));
+}
+
+/* Does x mention var v? */
+static bool
+uses(const LnIdx *x, int v)
+{
+	switch (x->kind) {
+	case LNI_CONST: return false;
+	case LNI_VAR: return x->var == v;
+	case LNI_ADD: return uses(x->a, v) || uses(x->b, v);
+	case LNI_MUL:
+	case LNI_DIV:
+	case LNI_MOD:
+	case LNI_RSUB: return uses(x->a, v);
+	}
+	return false;
+}
+
+/* Adds k times the coefficient of var v in x to *c; false when v sits
+ * under a div, mod or rsub (x is not affine in v). */
+static bool
+coef(const LnIdx *x, int v, int64_t k, int64_t *c)
+{
+	switch (x->kind) {
+	case LNI_CONST: return true;
+	case LNI_VAR:
+		if (x->var == v)
+			*c += k;
+		return true;
+	case LNI_ADD: return coef(x->a, v, k, c) && coef(x->b, v, k, c);
+	case LNI_MUL: return coef(x->a, v, k * x->c, c);
+	case LNI_DIV:
+	case LNI_MOD:
+	case LNI_RSUB: return !uses(x->a, v);
+	}
+	return false;
+}
+
+/* The strides of x along p and q; false when x is not affine in them. */
+static bool
+strides(const Plan *P, const LnIdx *x, int64_t *cp, int64_t *cq)
+{
+	*cp = *cq = 0;
+	return coef(x, P->vp, 1, cp) && coef(x, P->vq, 1, cq);
+}
+
+static int
+bytes_of(Em *E, int buf)
+{
+	return kc_dtype_info[E->ln->bufs[buf].dtype].bytes;
+}
+
+static LLVMTypeRef
+int_of(Em *E, int buf)
+{
+	return LLVMIntTypeInContext(E->ctx, (unsigned)bytes_of(E, buf) * 8);
+}
+
+/* Lists the transposed loads under e (seen: per expr id). */
+static void
+find_tloads(Em *E, Plan *P, const LnExpr *e, bool *seen)
+{
+	int64_t cp, cq;
+	if (seen[e->id])
+		return;
+	seen[e->id] = true;
+	if (e->kind == LNE_LOAD && e->dyn)
+		find_tloads(E, P, e->dyn, seen);
+	if (e->kind == LNE_OP)
+		for (int i = 0; i < e->nargs; i++)
+			find_tloads(E, P, e->args[i], seen);
+	if (e->kind != LNE_LOAD || e->dyn || P->nt == MAX_TLOADS || !strides(P, e->idx, &cp, &cq) ||
+	    cp != 1 || cq < 2)
+		return;
+	P->tl[P->nt] = e;
+	P->cq[P->nt] = cq;
+	P->et[P->nt] = int_of(E, e->buf);
+	P->nt++;
+}
+
+static int
+tload_of(const Plan *P, const LnExpr *e)
+{
+	for (int k = 0; k < P->nt; k++)
+		if (P->tl[k] == e)
+			return k;
+	return -1;
+}
+
+static void
+plan(Em *E, const LnStage *st, Plan *P)
+{
+	const LoopNest *ln = E->ln;
+	int L = st->nloops;
+	const LnLoop *in = &st->loops[L - 1];
+	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+
+	memset(P, 0, sizeof *P);
+	P->st = st;
+	P->vp = st->loops[L - 2].var;
+	P->vq = in->var;
+	for (int i = 0; i < st->nstores; i++)
+		find_tloads(E, P, st->stores[i].value, seen);
+	/* vw float32s' bytes per vector (64 at most: a register), at most a
+	 * tile */
+	int vw = (in->kind & LNL_VECTORIZED) && in->width > 1 ? in->width : 1;
+	int vbytes = vw * 4 < LINE ? vw * 4 : LINE;
+	for (int k = 0; k < P->nt; k++)
+		while (vw > 1 && vw * bytes_of(E, P->tl[k]->buf) > vbytes)
+			vw /= 2;
+	while (vw > st->tile)
+		vw /= 2;
+	P->vw = P->nt > 0 && vw > 1 ? vw : 1;
+	/* a pure move: each store's value is a transposed load of its dtype,
+	 * written contiguously along q; the first store of whole lines into a
+	 * large output is non-temporal */
+	P->move = P->vw > 1;
+	P->nts = -1;
+	P->scp = ARENA_ARRAY(ln->arena, int64_t, st->nstores + 1);
+	for (int i = 0; i < st->nstores; i++) {
+		const LnStore *s = &st->stores[i];
+		int64_t cq, bytes = bytes_of(E, s->buf);
+		bool rows = strides(P, s->idx, &P->scp[i], &cq) && cq == 1;
+		P->move = P->move && rows && tload_of(P, s->value) >= 0 &&
+		          ln->bufs[s->buf].dtype == ln->bufs[s->value->buf].dtype;
+		if (P->nts < 0 && P->vw > 1 && rows && P->vw * bytes == LINE &&
+		    P->scp[i] * bytes % LINE == 0 && ln->bufs[s->buf].numel * bytes >= NT_MIN_BYTES)
+			P->nts = i;
+	}
+	if (P->nts >= 0)
+		P->ntet = int_of(E, st->stores[P->nts].buf);
+}
+
+/* The stage's stores at the current vars; with off set, the transposed
+ * loads read their stack block at off instead of their buffer, and the
+ * non-temporal store writes its block. */
+static bool
+stores(Em *E, const Plan *P, LLVMValueRef off)
+{
+	const LnStage *st = P->st;
+	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+	for (int k = 0; off && k < P->nt; k++) {
+		const LnExpr *e = P->tl[k];
+		E->memo[e->id] =
+		    em_load_at(E, E->ln->bufs[e->buf].dtype, gep(E, P->et[k], P->blk[k], off));
+	}
+	for (int i = 0; i < st->nstores; i++) {
+		const LnStore *s = &st->stores[i];
+		LLVMValueRef v = em_expr(E, s->value);
+		if (!v)
+			return false;
+		if (off && i == P->nts)
+			em_store_at(E, E->ln->bufs[s->buf].dtype, gep(E, P->ntet, P->ntblk, off),
+			            v);
+		else
+			em_store(E, s->buf, s->idx, v);
+	}
+	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+	return true;
+}
+
+/* The stores over [p0, p1) x [q0, q1), scalar. */
+static bool
+scalar_rect(Em *E, const Plan *P, LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef q0,
+            LLVMValueRef q1)
+{
+	TLoop lp, lq;
+	LLVMValueRef p = loop_open(E, &lp, p0, p1, 1, "edge_p");
+	LLVMValueRef q = loop_open(E, &lq, q0, q1, 1, "edge_q");
+	E->var[P->vp] = p;
+	E->var[P->vq] = q;
+	E->vw = 1;
+	if (!stores(E, P, NULL))
+		return false;
+	plain_md(E, loop_close(E, &lq));
+	plain_md(E, loop_close(E, &lp));
+	return true;
+}
+
+/* rows[r] to p + r * stride (elements of type et); non-temporal ones are
+ * line-aligned. */
+static void
+store_rows(Em *E, LLVMValueRef *rows, int n, LLVMTypeRef et, LLVMValueRef p, int64_t stride,
+           unsigned align, bool nt)
+{
+	for (int r = 0; r < n; r++) {
+		LLVMValueRef st = LLVMBuildStore(E->b, rows[r], gep(E, et, p, k64(E, r * stride)));
+		LLVMSetAlignment(st, nt ? LINE : align);
+		if (nt) {
+			LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(E->i32, 1, 0));
+			LLVMSetMetadata(
+			    st, LLVMGetMDKindIDInContext(E->ctx, "nontemporal", 11),
+			    LLVMMetadataAsValue(E->ctx, LLVMMDNodeInContext2(E->ctx, &one, 1)));
+			E->fence = true;
+		}
+	}
+}
+
+/* The vw x vw sub-block at (p, q). */
+static bool
+subblock(Em *E, const Plan *P, LLVMValueRef p, LLVMValueRef q)
+{
+	LLVMBuilderRef b = E->b;
+	const LnStage *st = P->st;
+	int vw = P->vw;
+	LLVMValueRef rows[64];
+
+	E->var[P->vp] = p;
+	E->var[P->vq] = q;
+	for (int k = 0; k < P->nt; k++) {
+		const LnExpr *e = P->tl[k];
+		unsigned bytes = (unsigned)bytes_of(E, e->buf);
+		LLVMTypeRef vt = LLVMVectorType(P->et[k], (unsigned)vw);
+		LLVMValueRef base = gep(E, P->et[k], E->bufp[e->buf], em_idx(E, e->idx));
+		for (int r = 0; r < vw; r++) {
+			rows[r] =
+			    LLVMBuildLoad2(b, vt, gep(E, P->et[k], base, k64(E, r * P->cq[k])), "");
+			LLVMSetAlignment(rows[r], bytes);
+		}
+		em_transpose(E, rows, vw);
+		if (!P->move) {
+			store_rows(E, rows, vw, P->et[k], P->blk[k], vw,
+			           bytes * (unsigned)vw < LINE ? bytes * (unsigned)vw : LINE,
+			           false);
+			continue;
+		}
+		for (int i = 0; i < st->nstores; i++) {
+			const LnStore *s = &st->stores[i];
+			if (s->value == e)
+				store_rows(E, rows, vw, P->et[k],
+				           gep(E, P->et[k], E->bufp[s->buf], em_idx(E, s->idx)),
+				           P->scp[i], bytes, i == P->nts);
+		}
+	}
+	if (P->move)
+		return true;
+	/* the stores, a row of the sub-block at a time, over the block */
+	TLoop lr, lc;
+	LnLoop vec = {0};
+	LLVMValueRef r = loop_open(E, &lr, k64(E, 0), k64(E, vw), 1, "tile_row");
+	LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, vw), 1, "tile_col");
+	E->var[P->vp] = add(E, p, r);
+	E->var[P->vq] = add(E, q, c);
+	E->vw = vw;
+	if (!stores(E, P, add(E, LLVMBuildMul(b, r, k64(E, vw), ""), c)))
+		return false;
+	vec.kind = LNL_VECTORIZED;
+	vec.width = vw;
+	em_loop_md(E, loop_close(E, &lc), &vec);
+	plain_md(E, loop_close(E, &lr));
+	if (P->nts >= 0) { /* the non-temporal output's block, a row at a time */
+		const LnStore *s = &st->stores[P->nts];
+		LLVMTypeRef vt = LLVMVectorType(P->ntet, (unsigned)vw);
+		for (int j = 0; j < vw; j++) {
+			rows[j] =
+			    LLVMBuildLoad2(b, vt, gep(E, P->ntet, P->ntblk, k64(E, j * vw)), "");
+			LLVMSetAlignment(rows[j], LINE);
+		}
+		E->var[P->vp] = p;
+		E->var[P->vq] = q;
+		store_rows(E, rows, vw, P->ntet,
+		           gep(E, P->ntet, E->bufp[s->buf], em_idx(E, s->idx)), P->scp[P->nts],
+		           LINE, true);
+	}
+	return true;
+}
+
+/* The stack blocks of the transposed loads and of the non-temporal store
+ * (not a move). */
+static void
+blocks(Em *E, Plan *P)
+{
+	uint64_t n = (uint64_t)P->vw * (uint64_t)P->vw;
+	for (int k = 0; k < P->nt; k++) {
+		P->blk[k] = em_entry_alloca(E, LLVMArrayType2(P->et[k], n));
+		LLVMSetAlignment(P->blk[k], LINE);
+	}
+	if (P->nts >= 0) {
+		P->ntblk = em_entry_alloca(E, LLVMArrayType2(P->ntet, n));
+		LLVMSetAlignment(P->ntblk, LINE);
+	}
+}
+
+/* What an out-of-line function emits, from its extra arguments x. */
+typedef bool (*Piece)(Em *E, Plan *P, LLVMValueRef *x);
+
+/* The sub-block at (x[0], x[1]). */
+static bool
+sub_piece(Em *E, Plan *P, LLVMValueRef *x)
+{
+	if (!P->move)
+		blocks(E, P);
+	return subblock(E, P, x[0], x[1]);
+}
+
+/* The scalar rectangle [x[0], x[1]) x [x[2], x[3]). */
+static bool
+rect_piece(Em *E, Plan *P, LLVMValueRef *x)
+{
+	return scalar_rect(E, P, x[0], x[1], x[2], x[3]);
+}
+
+/* An internal function of the buffers, the stage's outer loop vars and
+ * nx more i64 arguments, which emit fills in; it stays out of line
+ * (noinline), so the loop passes see small loops (the tile loops around
+ * calls, a sub-block's row loop, one copy of the scalar loops): a
+ * transpose with a Mul compiles in about a third less time than with
+ * everything inline. A call per sub-block costs nothing measurable. */
+static LLVMValueRef
+outline(Em *E, Plan *P, const char *what, int nx, Piece emit)
+{
+	const LnStage *st = P->st;
+	int nb = E->ln->nbufs, no = st->nloops - 2, np = nb + no + nx;
+	LLVMTypeRef *pt = ARENA_ARRAY(E->ln->arena, LLVMTypeRef, np + 1);
+	LLVMValueRef *bufp = ARENA_ARRAY(E->ln->arena, LLVMValueRef, nb + 1);
+	LLVMValueRef *var = ARENA_ARRAY(E->ln->arena, LLVMValueRef, E->ln->nvars + 1);
+	LLVMValueRef x[4];
+	size_t nlen = 0;
+	const char *caller = LLVMGetValueName2(E->fn, &nlen);
+	char *name = arena_printf(E->ln->arena, "%.*s.%s", (int)nlen, caller, what);
+
+	KC_ASSERT(nx <= 4);
+	for (int i = 0; i < np; i++)
+		pt[i] = i < nb ? E->ptr : E->i64;
+	LLVMValueRef fn =
+	    LLVMAddFunction(E->mod, name, LLVMFunctionType(E->vd, pt, (unsigned)np, 0));
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	em_add_attr(E, fn, LLVMAttributeFunctionIndex, "nounwind");
+	em_add_attr(E, fn, LLVMAttributeFunctionIndex, "noinline");
+	for (int i = 0; i < nb; i++) {
+		em_add_attr(E, fn, (unsigned)i + 1, "noalias");
+		em_add_attr(E, fn, (unsigned)i + 1, "nocapture");
+		bufp[i] = LLVMGetParam(fn, (unsigned)i);
+	}
+	for (int l = 0; l < no; l++)
+		var[st->loops[l].var] = LLVMGetParam(fn, (unsigned)(nb + l));
+	for (int i = 0; i < nx; i++)
+		x[i] = LLVMGetParam(fn, (unsigned)(nb + no + i));
+	/* emit into fn, then restore the caller's state */
+	LLVMBasicBlockRef here = LLVMGetInsertBlock(E->b);
+	LLVMValueRef fn0 = E->fn, *bufp0 = E->bufp, *var0 = E->var;
+	int vw0 = E->vw;
+	E->fn = fn;
+	E->bufp = bufp;
+	E->var = var;
+	LLVMPositionBuilderAtEnd(E->b, LLVMAppendBasicBlockInContext(E->ctx, fn, "entry"));
+	bool ok = emit(E, P, x);
+	if (ok)
+		LLVMBuildRetVoid(E->b);
+	E->fn = fn0;
+	E->bufp = bufp0;
+	E->var = var0;
+	E->vw = vw0;
+	LLVMPositionBuilderAtEnd(E->b, here);
+	return ok ? fn : NULL;
+}
+
+/* Calls an out-of-line piece with extra arguments x[0..nx). */
+static void
+call_piece(Em *E, const Plan *P, LLVMValueRef fn, int nx, const LLVMValueRef *x)
+{
+	const LnStage *st = P->st;
+	int nb = E->ln->nbufs, no = st->nloops - 2;
+	LLVMValueRef *a = ARENA_ARRAY(E->ln->arena, LLVMValueRef, nb + no + nx + 1);
+	for (int i = 0; i < nb; i++) /* (buffers another fused stage's body owns) */
+		a[i] = E->bufp[i] ? E->bufp[i] : LLVMGetPoison(E->ptr);
+	for (int l = 0; l < no; l++)
+		a[nb + l] = E->var[st->loops[l].var];
+	for (int i = 0; i < nx; i++)
+		a[nb + no + i] = x[i];
+	LLVMBuildCall2(E->b, LLVMGlobalGetValueType(fn), fn, a, (unsigned)(nb + no + nx), "");
+}
+
+bool
+emit_tile(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
+{
+	LLVMBuilderRef b = E->b;
+	int L = st->nloops;
+	const LnLoop *lp = &st->loops[L - 2], *lq = &st->loops[L - 1];
+	int64_t T = st->tile;
+	Plan P;
+	LLVMValueRef sub = NULL, rect;
+
+	KC_ASSERT(st->nred == 0 && T > 0);
+	plan(E, st, &P);
+	int vw = P.vw;
+	if ((vw > 1 && !(sub = outline(E, &P, "sub", 2, sub_piece))) ||
+	    !(rect = outline(E, &P, "edge", 4, rect_piece)))
+		return false;
+	bool ppar = (lp->kind & LNL_PARALLEL) != 0, qpar = (lq->kind & LNL_PARALLEL) != 0;
+	LLVMValueRef pa = ppar ? lo : k64(E, 0), pb = ppar ? hi : k64(E, lp->extent);
+	LLVMValueRef qa = qpar ? lo : k64(E, 0), qb = qpar ? hi : k64(E, lq->extent);
+
+	if (P.nts >= 0) {
+		/* the tiles start at the first q whose store address is
+		 * line-aligned (the same in every row); a scalar strip before */
+		const LnStore *s = &st->stores[P.nts];
+		int bytes = bytes_of(E, s->buf);
+		E->var[P.vp] = pa;
+		E->var[P.vq] = qa;
+		LLVMValueRef addr =
+		    LLVMBuildAdd(b, LLVMBuildPtrToInt(b, E->bufp[s->buf], E->i64, ""),
+		                 LLVMBuildMul(b, em_idx(E, s->idx), k64(E, bytes), ""), "");
+		LLVMValueRef mis = LLVMBuildUDiv(b, LLVMBuildAnd(b, addr, k64(E, LINE - 1), ""),
+		                                 k64(E, bytes), "");
+		LLVMValueRef skip = LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, vw - 1), "");
+		LLVMValueRef qs = smin(E, add(E, qa, skip), qb);
+		call_piece(E, &P, rect, 4, (LLVMValueRef[]){pa, pb, qa, qs});
+		qa = qs;
+	}
+	if (vw > 1) {
+		/* [pa, pe) x [qa, qe): whole sub-blocks, in tiles */
+		LLVMValueRef pe =
+		    add(E, pa, LLVMBuildAnd(b, LLVMBuildSub(b, pb, pa, ""), k64(E, -vw), ""));
+		LLVMValueRef qe =
+		    add(E, qa, LLVMBuildAnd(b, LLVMBuildSub(b, qb, qa, ""), k64(E, -vw), ""));
+		TLoop l0, l1, l2, l3;
+		LLVMValueRef q0 = loop_open(E, &l0, qa, qe, T, "tile_q");
+		LLVMValueRef q1 = smin(E, add(E, q0, k64(E, T)), qe);
+		LLVMValueRef p0 = loop_open(E, &l1, pa, pe, T, "tile_p");
+		LLVMValueRef p1 = smin(E, add(E, p0, k64(E, T)), pe);
+		LLVMValueRef sq = loop_open(E, &l2, q0, q1, vw, "sub_q");
+		LLVMValueRef sp = loop_open(E, &l3, p0, p1, vw, "sub_p");
+		call_piece(E, &P, sub, 2, (LLVMValueRef[]){sp, sq});
+		plain_md(E, loop_close(E, &l3));
+		plain_md(E, loop_close(E, &l2));
+		plain_md(E, loop_close(E, &l1));
+		plain_md(E, loop_close(E, &l0));
+		/* the rest: rows pe.. of every column, columns qe.. of the rows
+		 * before */
+		call_piece(E, &P, rect, 4, (LLVMValueRef[]){pe, pb, qa, qb});
+		call_piece(E, &P, rect, 4, (LLVMValueRef[]){pa, pe, qe, qb});
+	} else {
+		/* scalar tiles */
+		TLoop l0, l1;
+		LLVMValueRef q0 = loop_open(E, &l0, qa, qb, T, "tile_q");
+		LLVMValueRef q1 = smin(E, add(E, q0, k64(E, T)), qb);
+		LLVMValueRef p0 = loop_open(E, &l1, pa, pb, T, "tile_p");
+		LLVMValueRef p1 = smin(E, add(E, p0, k64(E, T)), pb);
+		call_piece(E, &P, rect, 4, (LLVMValueRef[]){p0, p1, q0, q1});
+		plain_md(E, loop_close(E, &l1));
+		plain_md(E, loop_close(E, &l0));
+	}
+	E->var[P.vp] = E->var[P.vq] = NULL;
+	return true;
+}
