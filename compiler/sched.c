@@ -33,7 +33,10 @@
  *                   tile x tile blocks (the largest power of two <= tile
  *                   that fits both extents; partial blocks at the ends),
  *                   each as vector_width x vector_width sub-blocks
- *                   transposed in registers (emit_tile.c)
+ *                   transposed in registers (emit_tile.c); a permuted copy
+ *                   that keeps its innermost axis (Transpose [0,2,1,3])
+ *                   runs its outer loops in its input's order instead
+ *                   (fuse.c read_order); 1 turns both off
  * fuse_rows, rfactor and tile are printed in the canonical JSON only when
  * not at their defaults. Order of application: tile and the per-stage
  * annotations, then rfactor (adds a stage after each split one, with the

@@ -2266,12 +2266,11 @@ reduction_templates(void)
 	}
 }
 
-/* A Transpose of x[dims] by perm into y (plus `post`: "" for none, or an
- * op on the transposed value: "mul" (* 0.5), "bias" (+ b[last dim]),
- * "add2" (+ a second input transposed alike), "two" (y and y * 0.5 as two
- * outputs)). */
+/* A Transpose of x[dims] by perm into y, then post: 0 none, 'm' a Mul by
+ * 0.5, 'b' + a bias b[last dim], 'a' + a second input transposed alike,
+ * 't' the transpose and its Mul by 0.5 as two outputs. */
 static void
-g_transpose(G *g, int rank, const int *dims, const int *perm, const char *post)
+g_transpose(G *g, int rank, const int *dims, const int *perm, char post)
 {
 	char xs[64] = "", os[64] = "", pm[64] = "", attr[128], ls[16];
 	for (int i = 0; i < rank; i++) {
@@ -2282,27 +2281,26 @@ g_transpose(G *g, int rank, const int *dims, const int *perm, const char *post)
 	}
 	snprintf(attr, sizeof attr, "[{\"name\":\"perm\",\"value\":[%s]}]", pm);
 	snprintf(ls, sizeof ls, "%d", dims[perm[rank - 1]]);
-	bool plain = !*post;
 	g_in(g, "x", "float32", xs);
-	g_opa(g, "Transpose", attr, plain ? "y" : "t", "float32", os, 1, T("x", "float32", xs),
-	      NULL, NULL);
-	if (!strcmp(post, "mul") || !strcmp(post, "two"))
-		g_op(g, "Mul", !strcmp(post, "two") ? "y2" : "y", "float32", os, 2,
-		     T("t", "float32", os), C("0.5", "float32"), NULL);
-	if (!strcmp(post, "bias")) {
+	g_opa(g, "Transpose", attr, post ? "t" : "y", "float32", os, 1, T("x", "float32", xs), NULL,
+	      NULL);
+	if (post == 'm' || post == 't')
+		g_op(g, "Mul", post == 't' ? "y2" : "y", "float32", os, 2, T("t", "float32", os),
+		     C("0.5", "float32"), NULL);
+	if (post == 'b') {
 		g_in(g, "b", "float32", ls);
 		g_op(g, "Add", "y", "float32", os, 2, T("t", "float32", os), T("b", "float32", ls),
 		     NULL);
 	}
-	if (!strcmp(post, "add2")) {
+	if (post == 'a') {
 		g_in(g, "x2", "float32", xs);
 		g_opa(g, "Transpose", attr, "t2", "float32", os, 1, T("x2", "float32", xs), NULL,
 		      NULL);
 		g_op(g, "Add", "y", "float32", os, 2, T("t", "float32", os), T("t2", "float32", os),
 		     NULL);
 	}
-	g_out(g, !strcmp(post, "two") ? "t" : "y", "float32", os);
-	if (!strcmp(post, "two"))
+	g_out(g, post == 't' ? "t" : "y", "float32", os);
+	if (post == 't')
 		g_out(g, "y2", "float32", os);
 }
 
@@ -2333,7 +2331,8 @@ transpose_tiles(void)
 	                                    "{\"vector_width\":8,\"tile\":8}",
 	                                    "{\"parallel_grain\":1}",
 	                                    "{\"parallel_grain\":1,\"tile\":32}"};
-	static const char *const posts[] = {"", "mul", "bias", "add2", "two"};
+	static const char posts[] = {0, 'm', 'b', 'a', 't'};
+	static const char *const post_names[] = {"", "mul", "bias", "add2", "two"};
 	for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
 		for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
 			for (size_t o = 0; o < sizeof posts / sizeof posts[0]; o++) {
@@ -2343,14 +2342,30 @@ transpose_tiles(void)
 				char lbl[160];
 				g_transpose(&g, sh[i].rank, sh[i].dims, sh[i].perm, posts[o]);
 				snprintf(lbl, sizeof lbl, "transpose %zu %s %s", i,
-				         knobs[k] ? knobs[k] : "default", posts[o]);
+				         knobs[k] ? knobs[k] : "default", post_names[o]);
 				check_interp(&g, lbl, knobs[k], NULL, NULL);
 			}
 	{
 		G g = {0};
-		g_transpose(&g, 2, (const int[]){61, 37}, (const int[]){1, 0}, "");
+		g_transpose(&g, 2, (const int[]){61, 37}, (const int[]){1, 0}, 0);
 		const char *want[] = {"tiled 32x32", NULL};
 		check_interp(&g, "transpose 61x37 dump", NULL, want, NULL);
+	}
+	/* a permuted copy keeping the last axis ([0,2,1,3], runs of 16 floats):
+	 * the outer loops follow the input ([64, 8, 12, 16]), not the output
+	 * ([64, 12, 8, 16]); runs of 4 floats (16 bytes) and tile 1 keep the
+	 * output's order */
+	for (int v = 0; v < 4; v++) {
+		G g = {0};
+		int last = v == 2 ? 4 : 16;
+		g_transpose(&g, 4, (const int[]){64, 8, 12, last}, (const int[]){0, 2, 1, 3},
+		            v == 3 ? 'm' : 0);
+		const char *in_order[] = {"in 0..8:\n      for", NULL};
+		const char *out_order[] = {"in 0..12:\n      for", NULL};
+		char lbl[64];
+		snprintf(lbl, sizeof lbl, "transpose [0,2,1,3] read order %d", v);
+		check_interp(&g, lbl, v == 1 ? "{\"tile\":1}" : NULL,
+		             v == 0 || v == 3 ? in_order : out_order, NULL);
 	}
 
 	/* large outputs (rows a multiple of 64 bytes): non-temporal stores,
@@ -2367,7 +2382,7 @@ transpose_tiles(void)
 	KcLimits lim = {0};
 	KcErr err = {0};
 	char *json = NULL;
-	g_transpose(&g0, 2, (const int[]){P, Q}, (const int[]){1, 0}, "");
+	g_transpose(&g0, 2, (const int[]){P, Q}, (const int[]){1, 0}, 0);
 	json = g_json(&g0, "Fused_Rows");
 	bool wide = kc_parse(cc, json, strlen(json), &lim, &gr, &err) == KC_OK &&
 	            strstr(kc_schedule_knobs_json(kc_schedule_default(cc, gr, &t)),
@@ -2377,7 +2392,7 @@ transpose_tiles(void)
 	for (int mul = 0; mul < 2; mul++) {
 		G g = {0};
 		K k;
-		g_transpose(&g, 2, (const int[]){P, Q}, (const int[]){1, 0}, mul ? "mul" : "");
+		g_transpose(&g, 2, (const int[]){P, Q}, (const int[]){1, 0}, mul ? 'm' : 0);
 		OK(build(&k, &g, "Fused_Transpose_NT", &host, NULL, true));
 		if (!k.fn) {
 			unload(&k);
