@@ -51,8 +51,10 @@ bool emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
  * place, with n log2(n) shuffles (emit_gemm.c). */
 void em_transpose(Em *E, LLVMValueRef *r, int n);
 
-/* emit_tile.c: the last two loops of a tiled stage (st->tile > 0), the
- * loops outside them already open; the parallel loop runs [lo, hi). */
+/* emit_tile.c: the last two loops of a tiled stage (st->tile > 0), or the
+ * innermost loop of a permuted copy (st->stream), the loops outside them
+ * already open; the parallel loop runs [lo, hi). */
 bool emit_tile(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
+bool emit_rows(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
 
 #endif /* KCS_COMPILER_EMIT_H */

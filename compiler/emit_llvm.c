@@ -793,10 +793,13 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	if (E->group >= 0 && st == &E->ln->stages[E->group] && level == st->fuse_outer &&
 	    E->body == EB_STORES)
 		return emit_group_rows(E, st, lo, hi);
-	/* a tiled stage's last two loops (fuse.c), unless they are a fused
-	 * group's shared loops (E->group is set while those are emitted) */
+	/* a tiled stage's last two loops, a permuted copy's innermost one
+	 * (fuse.c), unless they are a fused group's shared loops (E->group is
+	 * set while those are emitted) */
 	if (st->tile > 0 && level == st->nloops - 2 && E->group < 0 && E->body == EB_STORES)
 		return emit_tile(E, st, lo, hi);
+	if (st->stream && level == st->nloops - 1 && E->group < 0 && E->body == EB_STORES)
+		return emit_rows(E, st, lo, hi);
 	if (level == st->nloops) { /* every innermost body: the math call width */
 		const LnLoop *in = level ? &st->loops[level - 1] : NULL;
 		E->vw = in && (in->kind & LNL_VECTORIZED) && in->width > 1 ? in->width : 1;

@@ -1,6 +1,9 @@
 /* emit_tile.c - the last two loops of a tiled stage (LnStage.tile, set by
  * fuse.c sched_tile) as LLVM IR: a transpose, and any elementwise ops a
- * stage applies to transposed values, at memory bandwidth.
+ * stage applies to transposed values, at memory bandwidth. Also the
+ * innermost loop of a large permuted copy (LnStage.stream, emit_rows):
+ * per row, scalar up to the output's first line-aligned element, then
+ * whole-line vectors stored non-temporally, then the scalar rest.
  *
  * The loops are p (outer) and q (inner). The stage writes along q and
  * reads some input along p: a "transposed load" is a load whose index
@@ -29,7 +32,8 @@
  *
  * Non-temporal stores: when a store's rows are whole cache lines (vw
  * elements make 64 bytes, rows a multiple of 64 bytes apart) and its
- * output is large (NT_MIN_BYTES), its vectors are stored non-temporally:
+ * output is large (LN_STREAM_MIN_BYTES), its vectors are stored
+ * non-temporally:
  * they bypass the caches, with no read for ownership of lines the stores
  * overwrite entirely (a third of a cached transpose's traffic). Such a
  * store needs line-aligned addresses: qa then moves to the first q whose
@@ -53,10 +57,9 @@
 
 #include "emit.h"
 
-/* transposed loads per stage (more read their buffer), the smallest
- * output stored non-temporally, the bytes of a cache line */
+/* transposed loads per stage (more read their buffer), the bytes of a
+ * cache line */
 #define MAX_TLOADS 8
-#define NT_MIN_BYTES (INT64_C(4) << 20)
 #define LINE 64
 
 typedef struct TLoop {
@@ -280,7 +283,8 @@ plan(Em *E, const LnStage *st, Plan *P)
 		P->move = P->move && rows && tload_of(P, s->value) >= 0 &&
 		          ln->bufs[s->buf].dtype == ln->bufs[s->value->buf].dtype;
 		if (P->nts < 0 && P->vw > 1 && rows && P->vw * bytes == LINE &&
-		    P->scp[i] * bytes % LINE == 0 && ln->bufs[s->buf].numel * bytes >= NT_MIN_BYTES)
+		    P->scp[i] * bytes % LINE == 0 &&
+		    ln->bufs[s->buf].numel * bytes >= LN_STREAM_MIN_BYTES)
 			P->nts = i;
 	}
 	if (P->nts >= 0)
@@ -598,5 +602,90 @@ emit_tile(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		plain_md(E, loop_close(E, &l0));
 	}
 	E->var[P.vp] = E->var[P.vq] = NULL;
+	return true;
+}
+
+/* A row copy x[i..] -> y[i..] over [a, b) (elements of type et), scalar. */
+static void
+copy_span(Em *E, LLVMTypeRef et, unsigned align, LLVMValueRef x, LLVMValueRef y, LLVMValueRef a,
+          LLVMValueRef b)
+{
+	TLoop l;
+	LLVMValueRef i = loop_open(E, &l, a, b, 1, "copy");
+	LLVMValueRef v = LLVMBuildLoad2(E->b, et, gep(E, et, x, i), "");
+	LLVMSetAlignment(v, align);
+	LLVMSetAlignment(LLVMBuildStore(E->b, v, gep(E, et, y, i)), align);
+	plain_md(E, loop_close(E, &l));
+}
+
+/* void SYMBOL.sN.body.rows(ptr x, ptr y, i64 a, i64 b): y[a, b) = x[a, b)
+ * for a stage's rows (elements of type et), scalar up to the first
+ * line-aligned element of y, then whole lines stored non-temporally, then
+ * the rest, scalar. Out of line (noinline), as emit_tile's pieces. */
+static LLVMValueRef
+rows_fn(Em *E, LLVMTypeRef et, int bytes)
+{
+	LLVMBuilderRef b = E->b;
+	int vw = LINE / bytes;
+	LLVMTypeRef vt = LLVMVectorType(et, (unsigned)vw);
+	LLVMTypeRef pt[4] = {E->ptr, E->ptr, E->i64, E->i64};
+	size_t nlen = 0;
+	const char *caller = LLVMGetValueName2(E->fn, &nlen);
+	LLVMValueRef fn =
+	    LLVMAddFunction(E->mod, arena_printf(E->ln->arena, "%.*s.rows", (int)nlen, caller),
+	                    LLVMFunctionType(E->vd, pt, 4, 0));
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	em_add_attr(E, fn, LLVMAttributeFunctionIndex, "nounwind");
+	em_add_attr(E, fn, LLVMAttributeFunctionIndex, "noinline");
+	for (unsigned i = 1; i <= 2; i++) {
+		em_add_attr(E, fn, i, "noalias");
+		em_add_attr(E, fn, i, "nocapture");
+	}
+	LLVMBasicBlockRef here = LLVMGetInsertBlock(b);
+	LLVMValueRef fn0 = E->fn;
+	E->fn = fn;
+	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(E->ctx, fn, "entry"));
+	LLVMValueRef xr = LLVMGetParam(fn, 0), yr = LLVMGetParam(fn, 1);
+	LLVMValueRef qa = LLVMGetParam(fn, 2), qb = LLVMGetParam(fn, 3);
+	LLVMValueRef ya = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, yr, E->i64, ""),
+	                               LLVMBuildMul(b, qa, k64(E, bytes), ""), "");
+	LLVMValueRef mis =
+	    LLVMBuildUDiv(b, LLVMBuildAnd(b, ya, k64(E, LINE - 1), ""), k64(E, bytes), "");
+	LLVMValueRef q1 =
+	    smin(E, add(E, qa, LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, vw - 1), "")), qb);
+	LLVMValueRef q2 = add(E, q1, LLVMBuildAnd(b, LLVMBuildSub(b, qb, q1, ""), k64(E, -vw), ""));
+	copy_span(E, et, (unsigned)bytes, xr, yr, qa, q1);
+	TLoop l;
+	LLVMValueRef q = loop_open(E, &l, q1, q2, vw, "stream");
+	LLVMValueRef v = LLVMBuildLoad2(b, vt, gep(E, et, xr, q), "");
+	LLVMSetAlignment(v, (unsigned)bytes);
+	store_rows(E, &v, 1, et, gep(E, et, yr, q), 0, LINE, true);
+	plain_md(E, loop_close(E, &l));
+	copy_span(E, et, (unsigned)bytes, xr, yr, q2, qb);
+	LLVMBuildRetVoid(b);
+	E->fn = fn0;
+	LLVMPositionBuilderAtEnd(b, here);
+	return fn;
+}
+
+bool
+emit_rows(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
+{
+	const LnStore *s = &st->stores[0];
+	const LnExpr *x = s->value;
+	const LnLoop *lq = &st->loops[st->nloops - 1];
+	int bytes = bytes_of(E, s->buf);
+	LLVMTypeRef et = int_of(E, s->buf);
+	bool qpar = (lq->kind & LNL_PARALLEL) != 0;
+
+	KC_ASSERT(st->stream && st->nstores == 1 && x->kind == LNE_LOAD && LINE % bytes == 0);
+	LLVMValueRef fn = rows_fn(E, et, bytes);
+	/* the row's first elements: x and y at q = 0 (both affine in q) */
+	E->var[lq->var] = k64(E, 0);
+	LLVMValueRef a[4] = {gep(E, et, E->bufp[x->buf], em_idx(E, x->idx)),
+	                     gep(E, et, E->bufp[s->buf], em_idx(E, s->idx)), qpar ? lo : k64(E, 0),
+	                     qpar ? hi : k64(E, lq->extent)};
+	E->var[lq->var] = NULL;
+	LLVMBuildCall2(E->b, LLVMGlobalGetValueType(fn), fn, a, 4, "");
 	return true;
 }

@@ -206,7 +206,7 @@ tile_of(LoopNest *ln, LnStage *st, Refs *R, int tile)
  * in runs: reads are what stall a copy (4096 rows of 64 floats: 0.60 of
  * the triad in the output's order, 0.86 in the input's, in C). */
 static void
-read_order(LoopNest *ln, LnStage *st, Refs *R)
+read_order(LoopNest *ln, LnStage *st, Refs *R, int vector_width)
 {
 	int L = st->nloops, nr, pick = -1;
 	int64_t pts = 1, c[LN_MAX_LOOPS], cs[LN_MAX_LOOPS];
@@ -240,6 +240,7 @@ read_order(LoopNest *ln, LnStage *st, Refs *R)
 	    st->loops[L - 1].extent * kc_dtype_info[refs[pick]->dtype].bytes < READ_RUN_BYTES)
 		return;
 	/* insertion sort of the outer loops by the input's stride, descending */
+	bool moved = false;
 	for (int l = 1; l < L - 1; l++)
 		for (int k = l; k > 0 && cs[k - 1] < cs[k]; k--) {
 			LnLoop t = st->loops[k];
@@ -248,18 +249,25 @@ read_order(LoopNest *ln, LnStage *st, Refs *R)
 			cs[k] = cs[k - 1];
 			st->loops[k - 1] = t;
 			cs[k - 1] = ct;
+			moved = true;
 		}
+	/* a pure permuted copy into a large output, vectors of whole lines */
+	const LnStore *s = &st->stores[0];
+	int64_t bytes = kc_dtype_info[ln->bufs[s->buf].dtype].bytes;
+	st->stream = moved && st->nstores == 1 && s->value == refs[pick] &&
+	             ln->bufs[s->buf].dtype == refs[pick]->dtype && vector_width * bytes >= 64 &&
+	             ln->bufs[s->buf].numel * bytes >= LN_STREAM_MIN_BYTES;
 }
 
 void
-sched_tile(LoopNest *ln, LnStage *st, int tile)
+sched_tile(LoopNest *ln, LnStage *st, int tile, int vector_width)
 {
 	if (tile == 1 || st->nred > 0 || st->nloops < 2 || st->gemm || st->fused_into >= 0)
 		return;
 	Refs *R = refs_new(ln);
 	st->tile = tile_of(ln, st, R, tile);
 	if (st->tile == 0 && st->nloops >= 3)
-		read_order(ln, st, R);
+		read_order(ln, st, R, vector_width);
 }
 
 /* ---- rfactor ------------------------------------------------------------------ */

@@ -201,7 +201,17 @@ typedef struct LnStage {
 	 * vw x vw sub-blocks transposed in registers (emit_tile.c); the loops
 	 * themselves are unchanged. 0: not tiled. */
 	int tile;
+	/* A permuted copy (fuse.c read_order): one store of one load's value,
+	 * both contiguous along the innermost loop, into an output of at
+	 * least LN_STREAM_MIN_BYTES, with vectors of whole cache lines; the
+	 * innermost loop stores non-temporally from its first line-aligned
+	 * element (emit_tile.c emit_rows). */
+	bool stream;
 } LnStage;
+
+/* Outputs from this size on may be stored non-temporally (bypassing the
+ * caches): a large transpose or permuted copy (emit_tile.c). */
+#define LN_STREAM_MIN_BYTES (INT64_C(4) << 20)
 
 /* The first reduction loop of a stage (nloops when injective). */
 static inline int
@@ -305,9 +315,11 @@ int ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
 
 /* ---- fuse.c: schedule transforms across loops and stages ------------------ */
 /* Tile a transpose-like injective stage (its innermost store loop reads
- * with a large stride) into tile x tile blocks (sets st->tile); tile 0 =
- * auto, 1 = off. */
-void sched_tile(LoopNest *ln, LnStage *st, int tile);
+ * with a large stride) into tile x tile blocks (sets st->tile), or put a
+ * permuted copy's loops in its input's order (st->stream when its vectors
+ * of vector_width elements hold whole cache lines); tile 0 = auto, 1 =
+ * off. */
+void sched_tile(LoopNest *ln, LnStage *st, int tile, int vector_width);
 /* Split full reductions (too little spatial work) into partials + combine
  * (rfactor); annotates the stages it makes. */
 KcStatus sched_rfactor(LoopNest *ln, KcErr *err);

@@ -148,6 +148,8 @@ ln_print(const LoopNest *ln, KcBuf *out)
 		if (st->tile > 0)
 			kc_buf_printf(out, " tiled %dx%d over its last 2 loops", st->tile,
 			              st->tile);
+		if (st->stream)
+			kc_buf_puts(out, " a permuted copy, stored non-temporally");
 		if (st->nred > 0)
 			kc_buf_printf(out, " reduce %s over %d loop%s", ir_op_info[st->red_op].name,
 			              st->nred, st->nred > 1 ? "s" : "");

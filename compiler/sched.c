@@ -36,7 +36,9 @@
  *                   transposed in registers (emit_tile.c); a permuted copy
  *                   that keeps its innermost axis (Transpose [0,2,1,3])
  *                   runs its outer loops in its input's order instead
- *                   (fuse.c read_order); 1 turns both off
+ *                   (fuse.c read_order); 1 turns both off. Outputs of at
+ *                   least 4 MiB of both are stored non-temporally where
+ *                   vectors are whole cache lines (vector_width 16)
  * fuse_rows, rfactor and tile are printed in the canonical JSON only when
  * not at their defaults. Order of application: tile and the per-stage
  * annotations, then rfactor (adds a stage after each split one, with the
@@ -481,7 +483,7 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		}
 		/* (not a stage right after a GEMM: its epilogue wants its loops) */
 		if (i == 0 || !ln->stages[i - 1].gemm)
-			sched_tile(ln, st, k->tile);
+			sched_tile(ln, st, k->tile, k->vector_width);
 		LnLoop *in = &st->loops[st->nloops - 1];
 		int unroll = k->unroll ? k->unroll : st->nred > 0 && st->ninner == 0 ? 4 : 2;
 		in->kind |= LNL_VECTORIZED;

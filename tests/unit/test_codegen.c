@@ -2368,63 +2368,89 @@ transpose_tiles(void)
 		             v == 0 || v == 3 ? in_order : out_order, NULL);
 	}
 
-	/* large outputs (rows a multiple of 64 bytes): non-temporal stores,
-	 * the tiles starting at the first line-aligned column; a pure move
-	 * and a scaled one, against every element offset of the output */
-	int P = 1040, Q = 1024; /* x[P, Q] -> y[Q, P] */
-	size_t n = (size_t)P * (size_t)Q;
-	float *x = frand(n + 16, -2, 2, 11), *ref = malloc(n * 4);
-	float *buf = aligned_alloc(64, (n + 32) * 4), *buf2 = aligned_alloc(64, (n + 32) * 4);
+	/* large outputs: non-temporal stores from the first line-aligned
+	 * element, checked against element offsets of the buffers */
+	static const struct {
+		int rank, dims[4], perm[4];
+		char post;
+		const char *what; /* in the dump */
+	} big[] = {
+	    {2, {1040, 1024}, {1, 0}, 0, "tiled"},   /* rows of 1040 floats */
+	    {2, {1040, 1024}, {1, 0}, 'm', "tiled"}, /* through the output block */
+	    {4, {16, 128, 12, 48}, {0, 2, 1, 3}, 0, "a permuted copy, stored non-temporally"},
+	    /* outer loops too short to split: the innermost loop is the
+	     * parallel one */
+	    {4, {2, 3, 2, 180001}, {0, 2, 1, 3}, 0, "a permuted copy, stored non-temporally"},
+	};
 	KcTarget t = host;
 	CompileCtx *cc = compile_ctx_new();
 	G g0 = {0};
 	KcGraph *gr = NULL;
 	KcLimits lim = {0};
 	KcErr err = {0};
-	char *json = NULL;
-	g_transpose(&g0, 2, (const int[]){P, Q}, (const int[]){1, 0}, 0);
-	json = g_json(&g0, "Fused_Rows");
+	g_transpose(&g0, 2, (const int[]){64, 64}, (const int[]){1, 0}, 0);
+	char *json = g_json(&g0, "Fused_Rows");
+	/* vector_width 16 (AVX-512): vectors of whole lines, so non-temporal */
 	bool wide = kc_parse(cc, json, strlen(json), &lim, &gr, &err) == KC_OK &&
 	            strstr(kc_schedule_knobs_json(kc_schedule_default(cc, gr, &t)),
 	                   "\"vector_width\":16") != NULL;
 	free(json);
 	compile_ctx_free(cc);
-	for (int mul = 0; mul < 2; mul++) {
+	for (size_t bi = 0; bi < sizeof big / sizeof big[0]; bi++) {
+		int r = big[bi].rank;
+		const int *d = big[bi].dims, *pm = big[bi].perm;
+		size_t n = 1;
+		int64_t istr[4], od[4], idx[4] = {0};
+		for (int i = r - 1; i >= 0; i--) {
+			istr[i] = (int64_t)n;
+			n *= (size_t)d[i];
+		}
+		for (int i = 0; i < r; i++)
+			od[i] = d[pm[i]];
+		if (n > ((size_t)1 << 24)) /* (bounds the sizes below for the compiler) */
+			continue;
+		float *x = frand(n + 16, -2, 2, 11), *ref = malloc(n * 4);
+		float *buf = aligned_alloc(64, (n + 32) * 4);
+		float *buf2 = aligned_alloc(64, (n + 32) * 4);
+		for (size_t o = 0; o < n; o++) { /* walk y in order */
+			int64_t src = 0;
+			for (int i = 0; i < r; i++)
+				src += idx[i] * istr[pm[i]];
+			ref[o] = big[bi].post ? x[src] * 0.5f : x[src];
+			for (int i = r - 1; i >= 0 && ++idx[i] == od[i]; i--)
+				idx[i] = 0;
+		}
 		G g = {0};
 		K k;
-		g_transpose(&g, 2, (const int[]){P, Q}, (const int[]){1, 0}, mul ? 'm' : 0);
-		OK(build(&k, &g, "Fused_Transpose_NT", &host, NULL, true));
-		if (!k.fn) {
-			unload(&k);
-			continue;
+		char lbl[80];
+		snprintf(lbl, sizeof lbl, "large transpose %zu (%s)", bi, big[bi].what);
+		g_transpose(&g, r, d, pm, big[bi].post);
+		OKF(build(&k, &g, "Fused_Transpose_NT", &host, NULL, true), "%s: builds", lbl);
+		if (k.fn) {
+			OKF(!wide || strstr(k.dump.data, big[bi].what), "%s: dump", lbl);
+			OKF(!wide || (k.art.ir && strstr(k.art.ir, "!nontemporal")),
+			    "%s: non-temporal stores", lbl);
+			int bad = 0;
+			for (int off = 0; off < 16; off += big[bi].post ? 5 : 3) {
+				float *y = buf + off, *y2 = buf2 + (15 - off), *xin = x + off % 4;
+				if (off % 4) /* an input off by some elements too */
+					memmove(xin, x, n * 4);
+				memset(buf, 0xff, (n + 32) * 4);
+				memset(buf2, 0xff, (n + 32) * 4);
+				void *a1[] = {xin, y}, *a2[] = {xin, y2};
+				OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&pool, a2, NULL) == 0,
+				    "%s offset %d: runs", lbl, off);
+				bad += memcmp(y, ref, n * 4) != 0 || memcmp(y2, ref, n * 4) != 0;
+				bad += buf[off + (int64_t)n] == buf[off + (int64_t)n] ||
+				       (off > 0 && buf[off - 1] == buf[off - 1]); /* guards: NaN */
+				if (off % 4)
+					memmove(x, xin, n * 4);
+			}
+			OKF(bad == 0, "%s, outputs at every alignment: %d bad", lbl, bad);
 		}
-		/* vector_width 16 (AVX-512): whole-line vectors, so non-temporal */
-		OKF(!wide || (k.art.ir && strstr(k.art.ir, "!nontemporal")),
-		    "transpose %s: non-temporal stores", mul ? "* 0.5" : "move");
-		for (int64_t q = 0; q < Q; q++)
-			for (int64_t p = 0; p < P; p++)
-				ref[q * P + p] = mul ? x[p * Q + q] * 0.5f : x[p * Q + q];
-		int bad = 0;
-		for (int off = 0; off < 16; off += mul ? 5 : 3) {
-			float *y = buf + off, *y2 = buf2 + (15 - off), *xin = x + off % 4;
-			if (off % 4) /* an input off by some elements too */
-				memmove(xin, x, n * 4);
-			memset(buf, 0xff, (n + 32) * 4);
-			memset(buf2, 0xff, (n + 32) * 4);
-			void *a1[] = {xin, y}, *a2[] = {xin, y2};
-			OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&pool, a2, NULL) == 0,
-			    "transpose nt offset %d: runs", off);
-			bad += memcmp(y, ref, n * 4) != 0 || memcmp(y2, ref, n * 4) != 0;
-			bad += buf[off + (int64_t)n] == buf[off + (int64_t)n] ||
-			       (off > 0 && buf[off - 1] == buf[off - 1]); /* guards stay NaN */
-			if (off % 4)
-				memmove(x, xin, n * 4);
-		}
-		OKF(bad == 0, "transpose %s, outputs at every alignment: %d bad",
-		    mul ? "* 0.5" : "move", bad);
 		unload(&k);
+		free(x), free(ref), free(buf), free(buf2);
 	}
-	free(x), free(ref), free(buf), free(buf2);
 }
 
 static void

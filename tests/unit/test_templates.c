@@ -33,7 +33,9 @@
  *   transpose   2-D and 4-D Transpose (alone and fused into an Add); tiled
  *               transposes of every element size (primes, whole tiles, 4-D),
  *               followed by Casts between sizes or a Mul, and two with large
- *               outputs (non-temporal stores), also with parallel_grain 1;
+ *               outputs (non-temporal stores); permuted copies keeping the
+ *               last axis (large ones non-temporal); also with
+ *               parallel_grain 1;
  *   conv2d      NHWC and NCHW, stride 2, dilation 2, symmetric and
  *               asymmetric pads, groups 2, depthwise, 1x1, odd spatial
  *               sizes, a bias+ReLU epilogue, float16.
@@ -1514,6 +1516,13 @@ transpose(void)
 	 * the element-aligned buffers of the threaded run */
 	tr_post("float32", 2, (const int64_t[]){1040, 1024}, p2, "mul", NULL);
 	tr_post("float64", 2, (const int64_t[]){1031, 528}, p2, NULL, NULL);
+	/* permuted copies keeping the last axis: the input's loop order; large
+	 * ones stored non-temporally from each row's first aligned element */
+	static const int64_t p0213[] = {0, 2, 1, 3};
+	tr_post("float32", 4, (const int64_t[]){16, 128, 12, 49}, p0213, NULL, NULL);
+	tr_post("float64", 4, (const int64_t[]){8, 128, 12, 48}, p0213, NULL, NULL);
+	tr_post("int8", 4, (const int64_t[]){3, 17, 5, 40}, p0213, NULL, NULL);
+	tr_post("float16", 4, (const int64_t[]){3, 17, 5, 40}, p0213, "mul", NULL);
 	fam_grain1 = false;
 }
 
