@@ -2410,8 +2410,9 @@ transpose_tiles(void)
 		if (n > ((size_t)1 << 24)) /* (bounds the sizes below for the compiler) */
 			continue;
 		float *x = frand(n + 16, -2, 2, 11), *ref = malloc(n * 4);
-		float *buf = aligned_alloc(64, (n + 32) * 4);
-		float *buf2 = aligned_alloc(64, (n + 32) * 4);
+		size_t nb = ((n + 32) * 4 + 63) / 64 * 64; /* C11: a multiple of the alignment */
+		float *buf = aligned_alloc(64, nb);
+		float *buf2 = aligned_alloc(64, nb);
 		for (size_t o = 0; o < n; o++) { /* walk y in order */
 			int64_t src = 0;
 			for (int i = 0; i < r; i++)
