@@ -15,9 +15,14 @@
  * is read. With tls_cert_file/tls_key_file MHD serves HTTPS (GnuTLS: MHD's
  * only TLS), the PEM files read once at start.
  *
- * Shutdown: quiesce (stop accepting) -> drain the workers (queued jobs run,
- * their connections resume) -> wait for in-flight requests to be answered
- * -> MHD_stop_daemon, with no connection left suspended.
+ * Shutdown: draining (new requests that need a worker get 503
+ * shutting_down) -> drain the workers (queued jobs run, their connections
+ * resume) -> wait for in-flight requests to be answered -> MHD_stop_daemon,
+ * with no connection left suspended. Not MHD_quiesce_daemon: in
+ * libmicrohttpd 0.9.75 with MHD_USE_EPOLL_INTERNAL_THREAD it races its own
+ * epoll thread (both remove the listen FD; the loser's epoll_ctl fails and
+ * MHD panics, aborting kcsd on SIGTERM), so the listener stays open until
+ * MHD_stop_daemon.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,7 +50,6 @@ struct Server {
 	uint64_t max_discard; /* over-cap body bytes dropped before closing */
 	int grace_s;
 	int port;
-	MHD_socket listen_fd;
 	atomic_bool draining;
 	atomic_int active; /* requests with a Req not yet completed */
 	bool stopped;
@@ -490,7 +494,6 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	if (s->max_discard > (UINT64_C(1) << 30))
 		s->max_discard = UINT64_C(1) << 30;
 	s->grace_s = (int)cfg->shutdown_grace_s;
-	s->listen_fd = MHD_INVALID_SOCKET;
 	atomic_init(&s->draining, false);
 	atomic_init(&s->active, 0);
 	int nworkers = (int)cfg->workers;
@@ -553,7 +556,6 @@ server_shutdown(Server *s)
 	if (s->stopped)
 		return;
 	atomic_store(&s->draining, true);
-	s->listen_fd = MHD_quiesce_daemon(s->d);
 	kc_log(KC_LOG_INFO, "shutting down: %d request(s) in flight", atomic_load(&s->active));
 	workers_drain(s->workers);
 	/* Resumed connections still have to send their responses. */
@@ -567,9 +569,6 @@ server_shutdown(Server *s)
 		       atomic_load(&s->active));
 	MHD_stop_daemon(s->d);
 	s->d = NULL;
-	if (s->listen_fd != MHD_INVALID_SOCKET)
-		close(s->listen_fd);
-	s->listen_fd = MHD_INVALID_SOCKET;
 	s->stopped = true;
 }
 

@@ -6,7 +6,7 @@
  * Life cycle (server/main.c): config_load -> kc_compiler_init -> cache_open
  * -> api_new -> server_new (starts threads) -> notify_ready (READY=1,
  * watchdog thread) -> wait for SIGTERM/SIGINT -> notify_stopping ->
- * server_shutdown (stop accepting, finish in-flight work, stop MHD) ->
+ * server_shutdown (refuse new work, finish in-flight work, stop MHD) ->
  * server_free -> api_free -> cache_close. Only main.c calls exit().
  */
 #ifndef KCS_SERVER_H
@@ -79,7 +79,7 @@ typedef struct Server Server;
  * resolve (a configuration error), KC_INTERNAL if it cannot listen. */
 Server *server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err);
 int server_port(const Server *s); /* the bound port */
-/* Graceful stop: stop accepting, let queued and in-flight requests finish
+/* Graceful stop: refuse new work (503), let queued and in-flight requests finish
  * and be answered (up to shutdown_grace_s), then stop MHD. Blocks. */
 void server_shutdown(Server *s);
 void server_free(Server *s); /* calls server_shutdown if needed; NULL allowed */
