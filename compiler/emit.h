@@ -44,6 +44,20 @@ LLVMValueRef em_idx(Em *E, const LnIdx *x);         /* an index as i64 */
 LLVMValueRef em_load_at(Em *E, KcDtype dt, LLVMValueRef p);
 void em_store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v);
 
+/* emit_gemm.c: counted loops for the emitters that build their own loop
+ * structure (GEMM, tiles): for (iv = start; iv < end; iv += step), open
+ * leaves the builder in the body, close after the loop and returns the
+ * latch branch; em_plain_md marks a loop emitted in its final shape
+ * (no vectorising; unroll.count n, or unroll.disable when n <= 1). */
+typedef struct EmLoop {
+	LLVMBasicBlockRef header, exit;
+	LLVMValueRef iv, end, step;
+} EmLoop;
+LLVMValueRef em_loop_open(Em *E, EmLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step,
+                          const char *name);
+LLVMValueRef em_loop_close(Em *E, EmLoop *l);
+void em_plain_md(Em *E, LLVMValueRef br, int unroll);
+
 /* emit_gemm.c: the body of GEMM stage st (its work units [lo, hi)) into
  * E->fn at the builder's position. */
 bool emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);

@@ -42,11 +42,6 @@
 
 #define UKR_UNROLL 2
 
-typedef struct GLoop {
-	LLVMBasicBlockRef header, exit;
-	LLVMValueRef iv, end, step;
-} GLoop;
-
 static LLVMValueRef
 k64(Em *E, int64_t v)
 {
@@ -66,8 +61,8 @@ gep(Em *E, LLVMValueRef p, LLVMValueRef i)
 }
 
 /* for (iv = start; iv < end; iv += step) { ...: the builder is in the body */
-static LLVMValueRef
-loop_open(Em *E, GLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name)
+LLVMValueRef
+em_loop_open(Em *E, EmLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name)
 {
 	LLVMBasicBlockRef pre = LLVMGetInsertBlock(E->b);
 	l->header = LLVMAppendBasicBlockInContext(E->ctx, E->fn, name);
@@ -82,8 +77,8 @@ loop_open(Em *E, GLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, c
 }
 
 /* } : the builder continues after the loop; returns the latch branch. */
-static LLVMValueRef
-loop_close(Em *E, GLoop *l)
+LLVMValueRef
+em_loop_close(Em *E, EmLoop *l)
 {
 	LLVMValueRef next = LLVMBuildAdd(E->b, l->iv, l->step, "");
 	LLVMSetNSW(next, 1);
@@ -108,8 +103,8 @@ entry_array(Em *E, int64_t n, unsigned align)
  * {vectorize.enable false, unroll.disable} when n <= 1: loops emitted
  * already vectorised (the micro-kernel), or scalar edge loops not worth
  * the compile time. */
-static void
-plain_md(Em *E, LLVMValueRef br, int unroll)
+void
+em_plain_md(Em *E, LLVMValueRef br, int unroll)
 {
 	LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
 	LLVMMetadataRef ve[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
@@ -283,8 +278,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef tile = need_tile ? entry_array(E, (int64_t)mr * nr, 64) : NULL;
 
 	/* the work unit */
-	GLoop lu;
-	LLVMValueRef u = loop_open(E, &lu, lo, hi, 1, "unit");
+	EmLoop lu;
+	LLVMValueRef u = em_loop_open(E, &lu, lo, hi, 1, "unit");
 	int64_t per_b = G->units_m * G->units_n;
 	LLVMValueRef bi = LLVMBuildUDiv(b, u, k64(E, per_b), "batch");
 	LLVMValueRef rem = LLVMBuildURem(b, u, k64(E, per_b), "");
@@ -299,8 +294,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef Cb = gep(E, C, LLVMBuildMul(b, bi, k64(E, G->M * G->N), ""));
 
 	/* K-blocks */
-	GLoop lk;
-	LLVMValueRef pc = loop_open(E, &lk, k64(E, 0), k64(E, G->K), G->kc, "kblock");
+	EmLoop lk;
+	LLVMValueRef pc = em_loop_open(E, &lk, k64(E, 0), k64(E, G->K), G->kc, "kblock");
 	LLVMValueRef kcur = smin(E, k64(E, G->kc), LLVMBuildSub(b, k64(E, G->K), pc, ""));
 	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, pc, k64(E, 0), "first");
 	LLVMValueRef last = LLVMBuildICmp(b, LLVMIntSGE, LLVMBuildAdd(b, pc, k64(E, G->kc), ""),
@@ -309,8 +304,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	/* pack B's block into nr-wide panels: Bp[j][k][c] */
 	LLVMValueRef npan =
 	    LLVMBuildUDiv(b, LLVMBuildAdd(b, ncur, k64(E, nr - 1), ""), k64(E, nr), "npanels");
-	GLoop lj, lkk, lc;
-	LLVMValueRef j = loop_open(E, &lj, k64(E, 0), npan, 1, "pack");
+	EmLoop lj, lkk, lc;
+	LLVMValueRef j = em_loop_open(E, &lj, k64(E, 0), npan, 1, "pack");
 	LLVMValueRef panel =
 	    gep(E, bp, LLVMBuildMul(b, LLVMBuildMul(b, j, kcur, ""), k64(E, nr), ""));
 	LLVMValueRef nbase = LLVMBuildAdd(b, n0, LLVMBuildMul(b, j, k64(E, nr), ""), "");
@@ -329,7 +324,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			LLVMBuildCondBr(b, fullp, bf, bt);
 			LLVMPositionBuilderAtEnd(b, bf);
 		}
-		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
+		LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
 		LLVMValueRef src =
 		    gep(E, Bb,
 		        LLVMBuildAdd(
@@ -339,15 +334,15 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		for (int v = 0; v < nv; v++)
 			store_f(E, load_f(E, vt, gep(E, src, k64(E, v * vw)), 4),
 			        gep(E, dst, k64(E, v * vw)), valign);
-		plain_md(E, loop_close(E, &lkk), 1);
+		em_plain_md(E, em_loop_close(E, &lkk), 1);
 		if (!full_n) {
 			LLVMBuildBr(b, bd);
 			LLVMPositionBuilderAtEnd(b, bt);
-			kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_tk");
-			LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_tc");
+			kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_tk");
+			LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_tc");
 			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-			plain_md(E, loop_close(E, &lc), 1);
-			plain_md(E, loop_close(E, &lkk), 1);
+			em_plain_md(E, em_loop_close(E, &lc), 1);
+			em_plain_md(E, em_loop_close(E, &lkk), 1);
 			LLVMBuildBr(b, bd);
 			LLVMPositionBuilderAtEnd(b, bd);
 		}
@@ -357,8 +352,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		 * stored as panel rows; a k tail and columns past N element-wise */
 		LLVMValueRef kfull =
 		    LLVMBuildMul(b, LLVMBuildUDiv(b, kcur, k64(E, vw), ""), k64(E, vw), "kfull");
-		GLoop lg;
-		LLVMValueRef g = loop_open(E, &lg, k64(E, 0), k64(E, nv), 1, "packt_g");
+		EmLoop lg;
+		LLVMValueRef g = em_loop_open(E, &lg, k64(E, 0), k64(E, nv), 1, "packt_g");
 		{
 			LLVMValueRef c0 = LLVMBuildMul(b, g, k64(E, vw), "");
 			LLVMValueRef c1 = LLVMBuildAdd(b, c0, k64(E, vw), "");
@@ -375,7 +370,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				LLVMBuildCondBr(b, fullg, bv, bs);
 				LLVMPositionBuilderAtEnd(b, bv);
 			}
-			LLVMValueRef k0 = loop_open(E, &lkk, k64(E, 0), kfull, vw, "packt_k");
+			LLVMValueRef k0 = em_loop_open(E, &lkk, k64(E, 0), kfull, vw, "packt_k");
 			LLVMValueRef rows[64];
 			for (int i = 0; i < vw; i++) {
 				LLVMValueRef off =
@@ -390,40 +385,40 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			    E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, k0, k64(E, nr), ""), c0, ""));
 			for (int i = 0; i < vw; i++)
 				store_f(E, rows[i], gep(E, dst, k64(E, (int64_t)i * nr)), valign);
-			plain_md(E, loop_close(E, &lkk), 1);
+			em_plain_md(E, em_loop_close(E, &lkk), 1);
 			if (!full_k) {
-				LLVMValueRef kk = loop_open(E, &lkk, kfull, kcur, 1, "packt_kt");
-				LLVMValueRef c = loop_open(E, &lc, c0, c1, 1, "packt_c");
+				LLVMValueRef kk = em_loop_open(E, &lkk, kfull, kcur, 1, "packt_kt");
+				LLVMValueRef c = em_loop_open(E, &lc, c0, c1, 1, "packt_c");
 				pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-				plain_md(E, loop_close(E, &lc), 1);
-				plain_md(E, loop_close(E, &lkk), 1);
+				em_plain_md(E, em_loop_close(E, &lc), 1);
+				em_plain_md(E, em_loop_close(E, &lkk), 1);
 			}
 			if (!full_n) {
 				LLVMBuildBr(b, bd);
 				LLVMPositionBuilderAtEnd(b, bs);
-				LLVMValueRef c = loop_open(E, &lc, c0, c1, 1, "packs_c");
-				LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
+				LLVMValueRef c = em_loop_open(E, &lc, c0, c1, 1, "packs_c");
+				LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
 				pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-				plain_md(E, loop_close(E, &lkk), 1);
-				plain_md(E, loop_close(E, &lc), 1);
+				em_plain_md(E, em_loop_close(E, &lkk), 1);
+				em_plain_md(E, em_loop_close(E, &lc), 1);
 				LLVMBuildBr(b, bd);
 				LLVMPositionBuilderAtEnd(b, bd);
 			}
 		}
-		plain_md(E, loop_close(E, &lg), 1);
+		em_plain_md(E, em_loop_close(E, &lg), 1);
 	} else {
 		/* scalar vectors, B's rows along k: copy along k */
-		LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_c");
-		LLVMValueRef kk = loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
+		LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "pack_c");
+		LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
 		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-		plain_md(E, loop_close(E, &lkk), 1);
-		plain_md(E, loop_close(E, &lc), 1);
+		em_plain_md(E, em_loop_close(E, &lkk), 1);
+		em_plain_md(E, em_loop_close(E, &lc), 1);
 	}
-	plain_md(E, loop_close(E, &lj), 1);
+	em_plain_md(E, em_loop_close(E, &lj), 1);
 
 	/* micro-panels of rows */
-	GLoop li, ljr;
-	LLVMValueRef ir = loop_open(E, &li, k64(E, 0), mcur, mr, "rows");
+	EmLoop li, ljr;
+	LLVMValueRef ir = em_loop_open(E, &li, k64(E, 0), mcur, mr, "rows");
 	LLVMValueRef mrows =
 	    full_m ? k64(E, mr) : smin(E, k64(E, mr), LLVMBuildSub(b, mcur, ir, ""));
 	/* The micro-kernel reads mr rows of A at constant offsets from the
@@ -448,7 +443,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		                                LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
 		rowp[r] = gep(E, Ab, off);
 	}
-	LLVMValueRef jr = loop_open(E, &ljr, k64(E, 0), ncur, nr, "cols");
+	LLVMValueRef jr = em_loop_open(E, &ljr, k64(E, 0), ncur, nr, "cols");
 	LLVMValueRef ncols =
 	    full_n ? k64(E, nr) : smin(E, k64(E, nr), LLVMBuildSub(b, ncur, jr, ""));
 	LLVMValueRef pan = gep(E, bp,
@@ -495,7 +490,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMSetNSW(kn, 1);
 		LLVMValueRef br =
 		    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, kn, kcur, ""), hd, ex);
-		plain_md(E, br, UKR_UNROLL);
+		em_plain_md(E, br, UKR_UNROLL);
 		LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
 		LLVMAddIncoming(k, &kn, &latch, 1);
 		for (int i = 0; i < mr * nv; i++)
@@ -525,9 +520,9 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "tile_last");
 		LLVMBuildCondBr(b, last, bl, bnl);
 		for (int pass = 0; pass < 2; pass++) { /* 0: not the last block */
-			GLoop la;
+			EmLoop la;
 			LLVMPositionBuilderAtEnd(b, pass ? bl : bnl);
-			LLVMValueRef r = loop_open(E, &la, k64(E, 0), k64(E, mr), 1, "acc_row");
+			LLVMValueRef r = em_loop_open(E, &la, k64(E, 0), k64(E, mr), 1, "acc_row");
 			LLVMValueRef trow = gep(E, tile, LLVMBuildMul(b, r, k64(E, nr), ""));
 			LLVMValueRef ao = LLVMBuildMul(b, r, k64(E, G->nc), "");
 			LLVMValueRef arow = LLVMBuildInBoundsGEP2(b, E->f64, abase, &ao, 1, "");
@@ -542,7 +537,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				else
 					store_f(E, LLVMBuildSelect(b, first, x, sum, ""), pa, 8);
 			}
-			plain_md(E, loop_close(E, &la), 1);
+			em_plain_md(E, em_loop_close(E, &la), 1);
 			if (!pass)
 				LLVMBuildBr(b, bjoin);
 		}
@@ -565,8 +560,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMValueRef mr0 = LLVMBuildAdd(b, m0, ir, "");
 		LLVMValueRef nc0 = LLVMBuildAdd(b, n0, jr, "");
 		if (in_tile) { /* a row at a time */
-			GLoop lr;
-			LLVMValueRef r = loop_open(E, &lr, k64(E, 0), k64(E, mr), 1, "full_row");
+			EmLoop lr;
+			LLVMValueRef r = em_loop_open(E, &lr, k64(E, 0), k64(E, mr), 1, "full_row");
 			LLVMValueRef trow = gep(E, tile, LLVMBuildMul(b, r, k64(E, nr), ""));
 			LLVMValueRef crow = gep(
 			    E, Cb,
@@ -576,7 +571,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			for (int v = 0; v < nv; v++)
 				store_f(E, load_f(E, vt, gep(E, trow, k64(E, v * vw)), valign),
 				        gep(E, crow, k64(E, v * vw)), 4);
-			plain_md(E, loop_close(E, &lr), 1);
+			em_plain_md(E, em_loop_close(E, &lr), 1);
 		} else {
 			for (int r = 0; r < mr; r++) {
 				LLVMValueRef row = LLVMBuildAdd(
@@ -596,14 +591,14 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			LLVMPositionBuilderAtEnd(b, bpart);
 	}
 	if (ep || !full_m || !full_n) {
-		GLoop lr, lcc;
+		EmLoop lr, lcc;
 		if (!in_tile)
 			for (int r = 0; r < mr; r++)
 				for (int v = 0; v < nv; v++)
 					store_f(E, nacc[r * nv + v],
 					        gep(E, tile, k64(E, (int64_t)r * nr + v * vw)),
 					        valign);
-		LLVMValueRef r = loop_open(E, &lr, k64(E, 0), mrows, 1, "trow");
+		LLVMValueRef r = em_loop_open(E, &lr, k64(E, 0), mrows, 1, "trow");
 		LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildAdd(b, m0, ir, ""), r, "");
 		LLVMValueRef crow = gep(E, Cb,
 		                        LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->N), ""),
@@ -624,7 +619,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			if (split >= 0)
 				set_vars(E, ep, 0, split, R);
 		}
-		LLVMValueRef cc = loop_open(E, &lcc, k64(E, 0), ncols, 1, "tcol");
+		LLVMValueRef cc = em_loop_open(E, &lcc, k64(E, 0), ncols, 1, "tcol");
 		LLVMValueRef t = load_f(E, E->f32, gep(E, trow, cc), 4);
 		if (!ep) {
 			store_f(E, t, gep(E, crow, cc), 4);
@@ -654,18 +649,18 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			for (int l = 0; l < ep->nloops; l++)
 				E->var[ep->loops[l].var] = NULL;
 		}
-		LLVMValueRef br = loop_close(E, &lcc);
+		LLVMValueRef br = em_loop_close(E, &lcc);
 		if (ep)
 			vec_md(E, br, vw); /* the epilogue's math wants vectors */
 		else
-			plain_md(E, br, 1); /* only edge tiles come here */
-		plain_md(E, loop_close(E, &lr), 1);
+			em_plain_md(E, br, 1); /* only edge tiles come here */
+		em_plain_md(E, em_loop_close(E, &lr), 1);
 		LLVMBuildBr(b, bjoin);
 	}
 	LLVMPositionBuilderAtEnd(b, bjoin);
-	plain_md(E, loop_close(E, &ljr), 1);
-	plain_md(E, loop_close(E, &li), 1);
-	plain_md(E, loop_close(E, &lk), 1);
-	plain_md(E, loop_close(E, &lu), 1);
+	em_plain_md(E, em_loop_close(E, &ljr), 1);
+	em_plain_md(E, em_loop_close(E, &li), 1);
+	em_plain_md(E, em_loop_close(E, &lk), 1);
+	em_plain_md(E, em_loop_close(E, &lu), 1);
 	return true;
 }

@@ -62,11 +62,6 @@
 #define MAX_TLOADS 8
 #define LINE 64
 
-typedef struct TLoop {
-	LLVMBasicBlockRef header, exit;
-	LLVMValueRef iv, end, step;
-} TLoop;
-
 /* What emit_tile does with a stage. */
 typedef struct Plan {
 	const LnStage *st;
@@ -111,52 +106,6 @@ static LLVMValueRef
 gep(Em *E, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef i)
 {
 	return LLVMBuildInBoundsGEP2(E->b, t, p, &i, 1, "");
-}
-
-/* for (iv = start; iv < end; iv += step) { ...: the builder is in the body */
-static LLVMValueRef
-loop_open(Em *E, TLoop *l, LLVMValueRef start, LLVMValueRef end, int64_t step, const char *name)
-{
-	LLVMBasicBlockRef pre = LLVMGetInsertBlock(E->b);
-	l->header = LLVMAppendBasicBlockInContext(E->ctx, E->fn, name);
-	l->exit = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "exit");
-	l->end = end;
-	l->step = k64(E, step);
-	LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, start, end, ""), l->header, l->exit);
-	LLVMPositionBuilderAtEnd(E->b, l->header);
-	l->iv = LLVMBuildPhi(E->b, E->i64, name);
-	LLVMAddIncoming(l->iv, &start, &pre, 1);
-	return l->iv;
-}
-
-/* } : the builder continues after the loop; returns the latch branch. */
-static LLVMValueRef
-loop_close(Em *E, TLoop *l)
-{
-	LLVMValueRef next = add(E, l->iv, l->step);
-	LLVMValueRef br = LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, next, l->end, ""),
-	                                  l->header, l->exit);
-	LLVMBasicBlockRef latch = LLVMGetInsertBlock(E->b);
-	LLVMAddIncoming(l->iv, &next, &latch, 1);
-	LLVMPositionBuilderAtEnd(E->b, l->exit);
-	return br;
-}
-
-/* !llvm.loop {vectorize.enable false, unroll.disable}: a loop emitted in
- * its final shape. */
-static void
-plain_md(Em *E, LLVMValueRef br)
-{
-	LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->ctx, NULL, 0);
-	LLVMMetadataRef ve[2] = {LLVMMDStringInContext2(E->ctx, "llvm.loop.vectorize.enable", 26),
-	                         LLVMValueAsMetadata(LLVMConstInt(E->i1, 0, 0))};
-	LLVMMetadataRef un = LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.disable", 24);
-	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(E->ctx, ve, 2),
-	                          LLVMMDNodeInContext2(E->ctx, &un, 1)};
-	LLVMMetadataRef node = LLVMMDNodeInContext2(E->ctx, ops, 3);
-	LLVMMetadataReplaceAllUsesWith(tmp, node);
-	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(E->ctx, "llvm.loop", 9),
-	                LLVMMetadataAsValue(E->ctx, node));
 }
 
 /* Does x mention var v? */
@@ -324,16 +273,16 @@ static bool
 scalar_rect(Em *E, const Plan *P, LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef q0,
             LLVMValueRef q1)
 {
-	TLoop lp, lq;
-	LLVMValueRef p = loop_open(E, &lp, p0, p1, 1, "edge_p");
-	LLVMValueRef q = loop_open(E, &lq, q0, q1, 1, "edge_q");
+	EmLoop lp, lq;
+	LLVMValueRef p = em_loop_open(E, &lp, p0, p1, 1, "edge_p");
+	LLVMValueRef q = em_loop_open(E, &lq, q0, q1, 1, "edge_q");
 	E->var[P->vp] = p;
 	E->var[P->vq] = q;
 	E->vw = 1;
 	if (!stores(E, P, NULL))
 		return false;
-	plain_md(E, loop_close(E, &lq));
-	plain_md(E, loop_close(E, &lp));
+	em_plain_md(E, em_loop_close(E, &lq), 1);
+	em_plain_md(E, em_loop_close(E, &lp), 1);
 	return true;
 }
 
@@ -395,10 +344,10 @@ subblock(Em *E, const Plan *P, LLVMValueRef p, LLVMValueRef q)
 	if (P->move)
 		return true;
 	/* the stores, a row of the sub-block at a time, over the block */
-	TLoop lr, lc;
+	EmLoop lr, lc;
 	LnLoop vec = {0};
-	LLVMValueRef r = loop_open(E, &lr, k64(E, 0), k64(E, vw), 1, "tile_row");
-	LLVMValueRef c = loop_open(E, &lc, k64(E, 0), k64(E, vw), 1, "tile_col");
+	LLVMValueRef r = em_loop_open(E, &lr, k64(E, 0), k64(E, vw), 1, "tile_row");
+	LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, vw), 1, "tile_col");
 	E->var[P->vp] = add(E, p, r);
 	E->var[P->vq] = add(E, q, c);
 	E->vw = vw;
@@ -406,8 +355,8 @@ subblock(Em *E, const Plan *P, LLVMValueRef p, LLVMValueRef q)
 		return false;
 	vec.kind = LNL_VECTORIZED;
 	vec.width = vw;
-	em_loop_md(E, loop_close(E, &lc), &vec);
-	plain_md(E, loop_close(E, &lr));
+	em_loop_md(E, em_loop_close(E, &lc), &vec);
+	em_plain_md(E, em_loop_close(E, &lr), 1);
 	if (P->nts >= 0) { /* the non-temporal output's block, a row at a time */
 		const LnStore *s = &st->stores[P->nts];
 		LLVMTypeRef vt = LLVMVectorType(P->ntet, (unsigned)vw);
@@ -574,32 +523,32 @@ emit_tile(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		    add(E, pa, LLVMBuildAnd(b, LLVMBuildSub(b, pb, pa, ""), k64(E, -vw), ""));
 		LLVMValueRef qe =
 		    add(E, qa, LLVMBuildAnd(b, LLVMBuildSub(b, qb, qa, ""), k64(E, -vw), ""));
-		TLoop l0, l1, l2, l3;
-		LLVMValueRef q0 = loop_open(E, &l0, qa, qe, T, "tile_q");
+		EmLoop l0, l1, l2, l3;
+		LLVMValueRef q0 = em_loop_open(E, &l0, qa, qe, T, "tile_q");
 		LLVMValueRef q1 = smin(E, add(E, q0, k64(E, T)), qe);
-		LLVMValueRef p0 = loop_open(E, &l1, pa, pe, T, "tile_p");
+		LLVMValueRef p0 = em_loop_open(E, &l1, pa, pe, T, "tile_p");
 		LLVMValueRef p1 = smin(E, add(E, p0, k64(E, T)), pe);
-		LLVMValueRef sq = loop_open(E, &l2, q0, q1, vw, "sub_q");
-		LLVMValueRef sp = loop_open(E, &l3, p0, p1, vw, "sub_p");
+		LLVMValueRef sq = em_loop_open(E, &l2, q0, q1, vw, "sub_q");
+		LLVMValueRef sp = em_loop_open(E, &l3, p0, p1, vw, "sub_p");
 		call_piece(E, &P, sub, 2, (LLVMValueRef[]){sp, sq});
-		plain_md(E, loop_close(E, &l3));
-		plain_md(E, loop_close(E, &l2));
-		plain_md(E, loop_close(E, &l1));
-		plain_md(E, loop_close(E, &l0));
+		em_plain_md(E, em_loop_close(E, &l3), 1);
+		em_plain_md(E, em_loop_close(E, &l2), 1);
+		em_plain_md(E, em_loop_close(E, &l1), 1);
+		em_plain_md(E, em_loop_close(E, &l0), 1);
 		/* the rest: rows pe.. of every column, columns qe.. of the rows
 		 * before */
 		call_piece(E, &P, rect, 4, (LLVMValueRef[]){pe, pb, qa, qb});
 		call_piece(E, &P, rect, 4, (LLVMValueRef[]){pa, pe, qe, qb});
 	} else {
 		/* scalar tiles */
-		TLoop l0, l1;
-		LLVMValueRef q0 = loop_open(E, &l0, qa, qb, T, "tile_q");
+		EmLoop l0, l1;
+		LLVMValueRef q0 = em_loop_open(E, &l0, qa, qb, T, "tile_q");
 		LLVMValueRef q1 = smin(E, add(E, q0, k64(E, T)), qb);
-		LLVMValueRef p0 = loop_open(E, &l1, pa, pb, T, "tile_p");
+		LLVMValueRef p0 = em_loop_open(E, &l1, pa, pb, T, "tile_p");
 		LLVMValueRef p1 = smin(E, add(E, p0, k64(E, T)), pb);
 		call_piece(E, &P, rect, 4, (LLVMValueRef[]){p0, p1, q0, q1});
-		plain_md(E, loop_close(E, &l1));
-		plain_md(E, loop_close(E, &l0));
+		em_plain_md(E, em_loop_close(E, &l1), 1);
+		em_plain_md(E, em_loop_close(E, &l0), 1);
 	}
 	E->var[P.vp] = E->var[P.vq] = NULL;
 	return true;
@@ -610,12 +559,12 @@ static void
 copy_span(Em *E, LLVMTypeRef et, unsigned align, LLVMValueRef x, LLVMValueRef y, LLVMValueRef a,
           LLVMValueRef b)
 {
-	TLoop l;
-	LLVMValueRef i = loop_open(E, &l, a, b, 1, "copy");
+	EmLoop l;
+	LLVMValueRef i = em_loop_open(E, &l, a, b, 1, "copy");
 	LLVMValueRef v = LLVMBuildLoad2(E->b, et, gep(E, et, x, i), "");
 	LLVMSetAlignment(v, align);
 	LLVMSetAlignment(LLVMBuildStore(E->b, v, gep(E, et, y, i)), align);
-	plain_md(E, loop_close(E, &l));
+	em_plain_md(E, em_loop_close(E, &l), 1);
 }
 
 /* void SYMBOL.sN.body.rows(ptr x, ptr y, i64 a, i64 b): y[a, b) = x[a, b)
@@ -655,12 +604,12 @@ rows_fn(Em *E, LLVMTypeRef et, int bytes)
 	    smin(E, add(E, qa, LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, vw - 1), "")), qb);
 	LLVMValueRef q2 = add(E, q1, LLVMBuildAnd(b, LLVMBuildSub(b, qb, q1, ""), k64(E, -vw), ""));
 	copy_span(E, et, (unsigned)bytes, xr, yr, qa, q1);
-	TLoop l;
-	LLVMValueRef q = loop_open(E, &l, q1, q2, vw, "stream");
+	EmLoop l;
+	LLVMValueRef q = em_loop_open(E, &l, q1, q2, vw, "stream");
 	LLVMValueRef v = LLVMBuildLoad2(b, vt, gep(E, et, xr, q), "");
 	LLVMSetAlignment(v, (unsigned)bytes);
 	store_rows(E, &v, 1, et, gep(E, et, yr, q), 0, LINE, true);
-	plain_md(E, loop_close(E, &l));
+	em_plain_md(E, em_loop_close(E, &l), 1);
 	copy_span(E, et, (unsigned)bytes, xr, yr, q2, qb);
 	LLVMBuildRetVoid(b);
 	E->fn = fn0;
