@@ -27,6 +27,11 @@ typedef struct Em {
 	int tile_buf;
 	LLVMValueRef tile_val;
 	int group; /* index of the fused row group's lead being emitted, -1 */
+	/* an outer-axis reduction's jammed loop (LnStage.jam): its var, the
+	 * first row of the step, rows in the step (0: not jamming) */
+	int jam_var;
+	LLVMValueRef jam_base;
+	int jam;
 	/* non-temporal stores were emitted (emit_tile.c): the body function
 	 * fences before it returns */
 	bool fence;
@@ -70,5 +75,8 @@ void em_transpose(Em *E, LLVMValueRef *r, int n);
  * already open; the parallel loop runs [lo, hi). */
 bool emit_tile(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
 bool emit_rows(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
+/* emit_tile.c: the innermost loop of a stage with a streaming store
+ * (st->ntmask), the loops outside it open. */
+bool emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
 
 #endif /* KCS_COMPILER_EMIT_H */

@@ -231,7 +231,7 @@ plan(Em *E, const LnStage *st, Plan *P)
 		bool rows = strides(P, s->idx, &P->scp[i], &cq) && cq == 1;
 		P->move = P->move && rows && tload_of(P, s->value) >= 0 &&
 		          ln->bufs[s->buf].dtype == ln->bufs[s->value->buf].dtype;
-		if (P->nts < 0 && P->vw > 1 && rows && P->vw * bytes == LINE &&
+		if (P->nts < 0 && st->nontemporal && P->vw > 1 && rows && P->vw * bytes == LINE &&
 		    P->scp[i] * bytes % LINE == 0 &&
 		    ln->bufs[s->buf].numel * bytes >= LN_STREAM_MIN_BYTES)
 			P->nts = i;
@@ -636,5 +636,106 @@ emit_rows(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	                     qpar ? hi : k64(E, lq->extent)};
 	E->var[lq->var] = NULL;
 	LLVMBuildCall2(E->b, LLVMGlobalGetValueType(fn), fn, a, 4, "");
+	return true;
+}
+
+/* ---- streaming stores (LnStage.ntmask, fuse.c sched_stream) --------------- */
+
+/* The stage's stores at the current vars; with off set, store nts writes
+ * blk[off] (elements of type et) instead of its output. */
+static bool
+stream_stores(Em *E, const LnStage *st, int nts, LLVMValueRef blk, LLVMTypeRef et,
+              LLVMValueRef off)
+{
+	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+	for (int i = 0; i < st->nstores; i++) {
+		const LnStore *s = &st->stores[i];
+		LLVMValueRef v = em_expr(E, s->value);
+		if (!v)
+			return false;
+		if (off && i == nts)
+			em_store_at(E, E->ln->bufs[s->buf].dtype, gep(E, et, blk, off), v);
+		else
+			em_store(E, s->buf, s->idx, v);
+	}
+	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+	return true;
+}
+
+/* The innermost loop q of a stage with a streaming store (the loops
+ * outside it open; a parallel q runs [lo, hi)), over [qa, qb):
+ *
+ *   q1 = the first q >= qa where the output's element is line-aligned
+ *   q2 = q1 + the whole lines (and whole vectors) of [q1, qb)
+ *   for q in [q1, q2) step vw:                  vw = the loop's width
+ *     for c in [0, vw): the stores at q + c, the streamed one into a
+ *       vw-element stack block      (vectorised: one vector op per op)
+ *     the block as one vector, stored non-temporally at the output's q
+ *   for part in {[qa, q1), [q2, qb)}: the stores, scalar
+ *
+ * The edges are one scalar loop over two ranges, so the stage's ops are
+ * emitted twice, not three times (compile time). The body function
+ * fences before it returns (E->fence). */
+bool
+emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
+{
+	LLVMBuilderRef b = E->b;
+	const LnLoop *lq = &st->loops[st->nloops - 1];
+	int nts = __builtin_ctz(st->ntmask), vw = lq->width;
+	const LnStore *s = &st->stores[nts];
+	int bytes = bytes_of(E, s->buf);
+	int64_t line = LINE / bytes, step = vw > line ? vw : line;
+	unsigned vbytes = (unsigned)(vw * bytes);
+	LLVMTypeRef et = int_of(E, s->buf), vt = LLVMVectorType(et, (unsigned)vw);
+	bool par = (lq->kind & LNL_PARALLEL) != 0;
+	LLVMValueRef qa = par ? lo : k64(E, 0), qb = par ? hi : k64(E, lq->extent);
+
+	KC_ASSERT(st->nred == 0 && (vbytes == 32 || vbytes == LINE) && (step & (step - 1)) == 0);
+	/* the output at q = 0 (affine in q with stride 1: sched_stream) */
+	E->var[lq->var] = k64(E, 0);
+	LLVMValueRef y0 = gep(E, et, E->bufp[s->buf], em_idx(E, s->idx));
+	LLVMValueRef ya = LLVMBuildPtrToInt(b, gep(E, et, y0, qa), E->i64, "");
+	LLVMValueRef mis =
+	    LLVMBuildUDiv(b, LLVMBuildAnd(b, ya, k64(E, LINE - 1), ""), k64(E, bytes), "");
+	LLVMValueRef q1 = smin(
+	    E, add(E, qa, LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, line - 1), "")), qb);
+	LLVMValueRef q2 =
+	    add(E, q1, LLVMBuildAnd(b, LLVMBuildSub(b, qb, q1, ""), k64(E, -step), ""));
+	LLVMValueRef blk = em_entry_alloca(E, LLVMArrayType2(et, (uint64_t)vw));
+	LLVMSetAlignment(blk, LINE);
+
+	EmLoop lm, lc, le, ls;
+	LnLoop vec = {0};
+	LLVMValueRef q = em_loop_open(E, &lm, q1, q2, vw, "stream");
+	LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, vw), 1, "stream_vec");
+	E->var[lq->var] = add(E, q, c);
+	E->vw = vw;
+	if (!stream_stores(E, st, nts, blk, et, c))
+		return false;
+	vec.kind = LNL_VECTORIZED;
+	vec.width = vw;
+	em_loop_md(E, em_loop_close(E, &lc), &vec);
+	LLVMValueRef v = LLVMBuildLoad2(b, vt, blk, "");
+	LLVMSetAlignment(v, LINE);
+	LLVMValueRef nt = LLVMBuildStore(b, v, gep(E, et, y0, q));
+	LLVMSetAlignment(nt, vbytes);
+	LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(E->i32, 1, 0));
+	LLVMSetMetadata(nt, LLVMGetMDKindIDInContext(E->ctx, "nontemporal", 11),
+	                LLVMMetadataAsValue(E->ctx, LLVMMDNodeInContext2(E->ctx, &one, 1)));
+	E->fence = true;
+	em_plain_md(E, em_loop_close(E, &lm), (lq->kind & LNL_UNROLLED) ? lq->unroll : 1);
+
+	/* the edges: part 0 is [qa, q1), part 1 [q2, qb) */
+	LLVMValueRef part = em_loop_open(E, &le, k64(E, 0), k64(E, 2), 1, "stream_edges");
+	LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, part, k64(E, 0), "");
+	LLVMValueRef ea = LLVMBuildSelect(b, first, qa, q2, "");
+	LLVMValueRef ee = LLVMBuildSelect(b, first, q1, qb, "");
+	E->var[lq->var] = em_loop_open(E, &ls, ea, ee, 1, "stream_edge");
+	E->vw = 1;
+	if (!stream_stores(E, st, nts, NULL, NULL, NULL))
+		return false;
+	em_plain_md(E, em_loop_close(E, &ls), 1);
+	em_plain_md(E, em_loop_close(E, &le), 1);
+	E->var[lq->var] = NULL;
 	return true;
 }

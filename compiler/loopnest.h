@@ -193,6 +193,15 @@ typedef struct LnStage {
 	int fuse_outer;
 	bool fused;     /* a non-lead member of a group */
 	bool fuse_rows; /* knob: may join a group */
+	bool nontemporal; /* knob "stream": may store non-temporally */
+	/* Unroll-and-jam of an outer-axis reduction (ninner > 0; knob "jam",
+	 * sched_apply): its last reduction loop steps jam rows at a time, the
+	 * jam values of each accumulator element summed in order in registers
+	 * (the accumulator dtype) and added to the accumulator once, the
+	 * remaining rows one at a time; 0 or 1: one row per step. Cuts the
+	 * accumulator's loads and stores jam-fold (a column sum then streams
+	 * its input). */
+	int jam;
 	int rfactor;    /* knob: 0 auto, 1 off, n >= 2 partials (fuse.c) */
 	/* Transpose tiling (fuse.c sched_tile, a schedule decision): > 0 in an
 	 * injective stage that writes along its innermost loop and reads some
@@ -207,6 +216,16 @@ typedef struct LnStage {
 	 * innermost loop stores non-temporally from its first line-aligned
 	 * element (emit_tile.c emit_rows). */
 	bool stream;
+	/* Streaming stores (fuse.c sched_stream, a schedule decision): bit i
+	 * set when store i of an injective stage is stored non-temporally by
+	 * emit_tile.c emit_stream: a kernel output of at least
+	 * LN_STREAM_MIN_BYTES written contiguously along the vectorised
+	 * innermost loop, in vectors of 32 or 64 bytes. That loop then runs
+	 * scalar up to the outputs' first line-aligned element, then
+	 * vector_width elements at a time through a stack block, stored
+	 * non-temporally, then the scalar rest. One bit at most (the loop
+	 * aligns to that output's lines); 0: none. */
+	unsigned ntmask;
 } LnStage;
 
 /* Outputs from this size on may be stored non-temporally (bypassing the
@@ -251,6 +270,8 @@ typedef struct KcKnobs {
 	bool fuse_rows;         /* row fusion of stages (fuse.c); default on */
 	int rfactor;            /* partials of a full reduction: 0 auto, 1 off, 2..1024 */
 	int tile;               /* transpose tile: 0 auto, 1 off, 4..256 power of two */
+	bool stream;            /* non-temporal stores of large outputs; default on */
+	int jam;                /* outer-axis reduction rows per step: 0 auto, 1 off, 2..16 */
 } KcKnobs;
 
 struct KcSchedule {
@@ -320,6 +341,9 @@ int ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
  * of vector_width elements hold whole cache lines); tile 0 = auto, 1 =
  * off. */
 void sched_tile(LoopNest *ln, LnStage *st, int tile, int vector_width);
+/* Marks the stores of an injective stage that go non-temporally
+ * (st->ntmask); after the vector widths are set. */
+void sched_stream(LoopNest *ln, LnStage *st);
 /* Split full reductions (too little spatial work) into partials + combine
  * (rfactor); annotates the stages it makes. */
 KcStatus sched_rfactor(LoopNest *ln, KcErr *err);

@@ -150,11 +150,16 @@ ln_print(const LoopNest *ln, KcBuf *out)
 			              st->tile);
 		if (st->stream)
 			kc_buf_puts(out, " a permuted copy, stored non-temporally");
+		for (int i = 0; i < st->nstores; i++)
+			if (st->ntmask & (1u << i))
+				kc_buf_printf(out, " b%d stored non-temporally", st->stores[i].buf);
 		if (st->nred > 0)
 			kc_buf_printf(out, " reduce %s over %d loop%s", ir_op_info[st->red_op].name,
 			              st->nred, st->nred > 1 ? "s" : "");
 		if (st->nred > 0 && st->ninner > 0)
 			kc_buf_printf(out, " (accumulator b%d)", st->accbuf);
+		if (st->nred > 0 && st->ninner > 0 && st->jam > 1)
+			kc_buf_printf(out, " jammed %d rows", st->jam);
 		if (st->fuse_count > 1)
 			kc_buf_printf(out, " fused rows with %s..%s at %d loop%s", st[1].name,
 			              st[st->fuse_count - 1].name, st->fuse_outer,

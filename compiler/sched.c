@@ -39,7 +39,17 @@
  *                   (fuse.c read_order); 1 turns both off. Outputs of at
  *                   least 4 MiB of both are stored non-temporally where
  *                   vectors are whole cache lines (vector_width 16)
- * fuse_rows, rfactor and tile are printed in the canonical JSON only when
+ *   stream          (bool, default true) any other injective stage writing
+ *                   an output of at least 4 MiB contiguously in vectors of
+ *                   32 or 64 bytes stores it non-temporally (fuse.c
+ *                   sched_stream, after the annotations and the GEMM
+ *                   epilogues); false: no non-temporal stores in the
+ *                   stage, the transposes' included
+ *   jam             (0 auto = 8, 1 off, 2..16) an outer-axis reduction (a
+ *                   column sum) steps its last reduction loop this many
+ *                   rows at a time, summing them in registers before one
+ *                   update of the accumulator (LnStage.jam)
+ * fuse_rows, jam, rfactor, stream and tile are printed in the canonical JSON only when
  * not at their defaults. Order of application: tile and the per-stage
  * annotations, then rfactor (adds a stage after each split one, with the
  * split stage's knobs), then row fusion over the resulting stages.
@@ -57,6 +67,8 @@
 
 #include "loopnest.h"
 
+#define JAM_AUTO 8 /* rows per step of an outer-axis reduction */
+#define JAM_MAX 16
 #define TEMPLATE_INJECTIVE "injective"
 #define TEMPLATE_REDUCE "reduce"
 #define TEMPLATE_MATMUL "matmul"
@@ -126,6 +138,8 @@ sched_default_knobs(const KcTarget *t, KcKnobs *out)
 	out->fuse_rows = true;
 	out->rfactor = 0;
 	out->tile = 0;
+	out->stream = true;
+	out->jam = 0;
 }
 
 /* The keys that sort before "stages" (put_knobs_tail adds the rest); the
@@ -139,6 +153,8 @@ put_knobs(KcBuf *b, const KcKnobs *k, bool gemm)
 		kc_buf_printf(b, "\"fuse_epilogue\":%s,", k->fuse_epilogue ? "true" : "false");
 	if (!k->fuse_rows)
 		kc_buf_puts(b, "\"fuse_rows\":false,");
+	if (k->jam)
+		kc_buf_printf(b, "\"jam\":%d,", k->jam);
 	if (gemm)
 		kc_buf_printf(b, "\"kc\":%lld,\"mc\":%lld,\"mr\":%d,\"nc\":%lld,\"nr_vecs\":%d,",
 		              (long long)k->kc, (long long)k->mc, k->mr, (long long)k->nc,
@@ -148,10 +164,13 @@ put_knobs(KcBuf *b, const KcKnobs *k, bool gemm)
 		kc_buf_printf(b, ",\"rfactor\":%d", k->rfactor);
 }
 
-/* The knobs sorted after "stages" (tile only when not the default). */
+/* The knobs sorted after "stages" (stream and tile only when not the
+ * default). */
 static void
 put_knobs_tail(KcBuf *b, const KcKnobs *k)
 {
+	if (!k->stream)
+		kc_buf_puts(b, ",\"stream\":false");
 	if (k->tile)
 		kc_buf_printf(b, ",\"tile\":%d", k->tile);
 	kc_buf_printf(b, ",\"unroll\":%d,\"vector_width\":%d}", k->unroll, k->vector_width);
@@ -164,7 +183,8 @@ knobs_eq(const KcKnobs *a, const KcKnobs *b)
 	       a->parallel_grain == b->parallel_grain && a->mr == b->mr &&
 	       a->nr_vecs == b->nr_vecs && a->mc == b->mc && a->nc == b->nc && a->kc == b->kc &&
 	       a->fuse_epilogue == b->fuse_epilogue && a->fuse_rows == b->fuse_rows &&
-	       a->rfactor == b->rfactor && a->tile == b->tile;
+	       a->rfactor == b->rfactor && a->tile == b->tile && a->stream == b->stream &&
+	       a->jam == b->jam;
 }
 
 /* Canonical knobs: sorted keys, compact; "stages" lists each stage's
@@ -230,7 +250,8 @@ int_knob(const cJSON *v, int64_t lo, int64_t hi, int64_t *out)
 }
 
 /* Knobs: {"vector_width": int, "unroll": int, "parallel_grain": int,
- *         "fuse_rows": bool, "rfactor": int, "tile": int,
+ *         "fuse_rows": bool, "rfactor": int, "tile": int, "stream": bool,
+ *         "jam": int,
  *         "stages": [Knobs without "stages", ...]}
  * every key optional; `stages` (top level only) overrides the global knobs
  * per stage, in stage order, and may be shorter than the stage list. */
@@ -238,7 +259,7 @@ static KcStatus
 parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, bool gemm, const char *w, KcErr *err)
 {
 	const cJSON *it;
-	bool seen[13] = {false};
+	bool seen[15] = {false};
 	const cJSON *stages = NULL;
 
 	if (!cJSON_IsObject(o))
@@ -284,6 +305,17 @@ parse_knobs(const cJSON *o, KcKnobs *k, KcSchedule *s, bool gemm, const char *w,
 				return kc_fail(err, KC_BAD_SCHEDULE, w,
 				               "tile must be 0, 1 or a power of two from 4 to 256");
 			k->tile = (int)v;
+		} else if (strcmp(name, "jam") == 0) {
+			key = 14;
+			if (!int_knob(it, 0, JAM_MAX, &v))
+				return kc_fail(err, KC_BAD_SCHEDULE, w,
+				               "jam must be an integer from 0 (auto) to %d", JAM_MAX);
+			k->jam = (int)v;
+		} else if (strcmp(name, "stream") == 0) {
+			key = 13;
+			if (!cJSON_IsBool(it))
+				return kc_fail(err, KC_BAD_SCHEDULE, w, "stream must be true or false");
+			k->stream = cJSON_IsTrue(it);
 		} else if (strcmp(name, "stages") == 0 && s) {
 			key = 3;
 			stages = it;
@@ -476,6 +508,12 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		LnStage *st = &ln->stages[i];
 		const KcKnobs *k = i < s->nstages ? &s->stage[i] : &s->knobs;
 		st->fuse_rows = k->fuse_rows;
+		st->nontemporal = k->stream;
+		if (st->nred > 0 && st->ninner > 0) { /* an outer-axis reduction */
+			int64_t rows = st->loops[st->nloops - st->ninner - 1].extent;
+			int jam = k->jam ? k->jam : JAM_AUTO;
+			st->jam = jam < rows ? jam : (int)rows;
+		}
 		st->rfactor = k->rfactor;
 		if (st->gemm) {
 			gemm_block(ln, st, k);
@@ -496,6 +534,8 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		st->grain = k->parallel_grain;
 	}
 	gemm_fuse_epilogues(ln, s);
+	for (int i = 0; i < ln->nstages; i++)
+		sched_stream(ln, &ln->stages[i]);
 	/* after the epilogues: rfactor inserts stages (schedule indices no
 	 * longer match ln's after it) */
 	KcStatus r = sched_rfactor(ln, err);

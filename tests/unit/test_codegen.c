@@ -939,7 +939,8 @@ math_outlined(void)
 	g_out(&g, "out", "float32", "4099");
 	OK(build(&k, &g, "Fused_Tanh_Pow_256", &avx2, NULL, false));
 	const char *ir = k.art.ir;
-	OKF(count_str(ir, "define internal") <= 4, "%d internal functions",
+	/* the scalar and vector pow and tanh, and the stage's body (noinline) */
+	OKF(count_str(ir, "define internal") <= 5, "%d internal functions",
 	    count_str(ir, "define internal"));
 	OK(count_str(ir, "define internal <8 x float> @kcs.pow.v8f32(") == 1);
 	OK(count_str(ir, "define internal <8 x float> @kcs.tanh.v8f32(") == 1);
@@ -1112,6 +1113,9 @@ schedules(void)
 	    "{\"stages\":[{\"stages\":[]}]}",
 	    "{\"stages\":{}}",
 	    "{\"stages\":[{\"unroll\":99}]}",
+	    "{\"stream\":1}",
+	    "{\"jam\":17}",
+	    "{\"jam\":-1}",
 	};
 	CompileCtx *c = compile_ctx_new();
 	G g = {0};
@@ -1137,6 +1141,16 @@ schedules(void)
 	                         &e) == KC_OK);
 	OK(s && strcmp(kc_schedule_knobs_json(s),
 	               "{\"parallel_grain\":16384,\"unroll\":1,\"vector_width\":4}") == 0);
+	e = (KcErr){0};
+	OK(kc_schedule_from_json(c, gr, &host, "injective", "{\"stream\":false,\"unroll\":1}", &s,
+	                         &e) == KC_OK);
+	OKF(s && strstr(kc_schedule_knobs_json(s), ",\"stream\":false,\"unroll\":1,"), "%s",
+	    s ? kc_schedule_knobs_json(s) : "");
+	e = (KcErr){0};
+	OK(kc_schedule_from_json(c, gr, &host, "injective", "{\"jam\":3}", &s, &e) == KC_OK);
+	OKF(s && strstr(kc_schedule_knobs_json(s), "{\"jam\":3,\"parallel_grain\":") ==
+	             kc_schedule_knobs_json(s),
+	    "%s", s ? kc_schedule_knobs_json(s) : "");
 	KcSchedule *d = kc_schedule_default(c, gr, &host), *s2 = NULL;
 	e = (KcErr){0};
 	OK(kc_schedule_from_json(c, gr, &host, "injective", "{\"stages\":[{}]}", &s2, &e) == KC_OK);
@@ -1939,6 +1953,41 @@ softmax(void)
 	}
 }
 
+/* x [R, Cn] layernormed over its rows (eps 1e-5) with gamma and beta:
+ * inputs x, gamma, beta; outputs y [R, Cn] and mean [R, 1]. */
+static void
+g_layernorm(G *g, int R, int Cn)
+{
+	char sh[32], sh1[32], shc[32], inv[32];
+	snprintf(sh, sizeof sh, "%d,%d", R, Cn);
+	snprintf(sh1, sizeof sh1, "%d,1", R);
+	snprintf(shc, sizeof shc, "%d", Cn);
+	snprintf(inv, sizeof inv, "%.17g", 1.0 / Cn);
+	const char *ax = "[{\"name\":\"axis\",\"value\":-1},{\"name\":\"keep_dims\",\"value\":true}]";
+	g_in(g, "x", "float32", sh);
+	g_in(g, "gamma", "float32", shc);
+	g_in(g, "beta", "float32", shc);
+	g_opa(g, "ReduceSum", ax, "s1", "float32", sh1, 1, T("x", "float32", sh), NULL, NULL);
+	g_op(g, "Mul", "mean", "float32", sh1, 2, T("s1", "float32", sh1), C(inv, "float32"), NULL);
+	g_op(g, "Sub", "xc", "float32", sh, 2, T("x", "float32", sh), T("mean", "float32", sh1),
+	     NULL);
+	g_op(g, "Mul", "sq", "float32", sh, 2, T("xc", "float32", sh), T("xc", "float32", sh),
+	     NULL);
+	g_opa(g, "ReduceSum", ax, "s2", "float32", sh1, 1, T("sq", "float32", sh), NULL, NULL);
+	g_op(g, "Mul", "var", "float32", sh1, 2, T("s2", "float32", sh1), C(inv, "float32"), NULL);
+	g_op(g, "Add", "ve", "float32", sh1, 2, T("var", "float32", sh1), C("1e-5", "float32"),
+	     NULL);
+	g_op(g, "Rsqrt", "rs", "float32", sh1, 1, T("ve", "float32", sh1), NULL, NULL);
+	g_op(g, "Mul", "xn", "float32", sh, 2, T("xc", "float32", sh), T("rs", "float32", sh1),
+	     NULL);
+	g_op(g, "Mul", "xg", "float32", sh, 2, T("xn", "float32", sh), T("gamma", "float32", shc),
+	     NULL);
+	g_op(g, "Add", "y", "float32", sh, 2, T("xg", "float32", sh), T("beta", "float32", shc),
+	     NULL);
+	g_out(g, "y", "float32", sh);
+	g_out(g, "mean", "float32", sh1);
+}
+
 /* Layernorm: mean, variance, normalise; mean is also a kernel output. */
 static void
 layernorm(void)
@@ -1946,41 +1995,11 @@ layernorm(void)
 	static const int rows[] = {7, 128}, cols[] = {1023, 768};
 	for (int si = 0; si < 2; si++) {
 		int R = rows[si], Cn = cols[si];
-		char sh[32], sh1[32], shc[32], inv[32];
+		char sh[32];
 		snprintf(sh, sizeof sh, "%d,%d", R, Cn);
-		snprintf(sh1, sizeof sh1, "%d,1", R);
-		snprintf(shc, sizeof shc, "%d", Cn);
-		snprintf(inv, sizeof inv, "%.17g", 1.0 / Cn);
-		const char *ax =
-		    "[{\"name\":\"axis\",\"value\":-1},{\"name\":\"keep_dims\",\"value\":true}]";
 		G g = {0};
 		K k;
-		g_in(&g, "x", "float32", sh);
-		g_in(&g, "gamma", "float32", shc);
-		g_in(&g, "beta", "float32", shc);
-		g_opa(&g, "ReduceSum", ax, "s1", "float32", sh1, 1, T("x", "float32", sh), NULL,
-		      NULL);
-		g_op(&g, "Mul", "mean", "float32", sh1, 2, T("s1", "float32", sh1),
-		     C(inv, "float32"), NULL);
-		g_op(&g, "Sub", "xc", "float32", sh, 2, T("x", "float32", sh),
-		     T("mean", "float32", sh1), NULL);
-		g_op(&g, "Mul", "sq", "float32", sh, 2, T("xc", "float32", sh),
-		     T("xc", "float32", sh), NULL);
-		g_opa(&g, "ReduceSum", ax, "s2", "float32", sh1, 1, T("sq", "float32", sh), NULL,
-		      NULL);
-		g_op(&g, "Mul", "var", "float32", sh1, 2, T("s2", "float32", sh1),
-		     C(inv, "float32"), NULL);
-		g_op(&g, "Add", "ve", "float32", sh1, 2, T("var", "float32", sh1),
-		     C("1e-5", "float32"), NULL);
-		g_op(&g, "Rsqrt", "rs", "float32", sh1, 1, T("ve", "float32", sh1), NULL, NULL);
-		g_op(&g, "Mul", "xn", "float32", sh, 2, T("xc", "float32", sh),
-		     T("rs", "float32", sh1), NULL);
-		g_op(&g, "Mul", "xg", "float32", sh, 2, T("xn", "float32", sh),
-		     T("gamma", "float32", shc), NULL);
-		g_op(&g, "Add", "y", "float32", sh, 2, T("xg", "float32", sh),
-		     T("beta", "float32", shc), NULL);
-		g_out(&g, "y", "float32", sh);
-		g_out(&g, "mean", "float32", sh1);
+		g_layernorm(&g, R, Cn);
 		OK(build(&k, &g, "Fused_LayerNorm", &host, NULL, true));
 		if (!k.fn) {
 			unload(&k);
@@ -2093,6 +2112,53 @@ done:
 	free(json);
 	compile_ctx_free(c);
 	unload(&k);
+}
+
+/* Outer-axis reductions jammed (LnStage.jam): column sums, maxima and a
+ * sum of squares over row counts below, at and around the jam, 2-D and
+ * with an outer spatial axis, the jam auto, off, odd and at its maximum;
+ * results against the interpreter, serial and 3-thread runs bitwise. */
+static void
+column_reductions(void)
+{
+	static const struct {
+		const char *shape, *out, *axis;
+	} sh[] = {{"1,37", "37", "0"},         {"7,37", "37", "0"},
+	          {"8,100", "100", "0"},       {"9,1000", "1000", "0"},
+	          {"1023,37", "37", "0"},      {"517,4096", "4096", "0"},
+	          {"3,130,70", "3,70", "1"},   {"5,17,9,33", "5,33", "[1,2]"}};
+	static const char *const knobs[] = {NULL, "{\"jam\":1}", "{\"jam\":3}", "{\"jam\":16}",
+	                                    "{\"jam\":5,\"parallel_grain\":1}"};
+	static const char *const ops[] = {"ReduceSum", "ReduceMax", "squares"};
+	for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+		for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
+			for (size_t o = 0; o < 3; o++) {
+				if (o > 0 && (i + k + o) % 2) /* half of the op variants */
+					continue;
+				G g = {0};
+				char attr[128], lbl[160];
+				snprintf(attr, sizeof attr,
+				         "[{\"name\":\"axis\",\"value\":%s%s%s},"
+				         "{\"name\":\"keep_dims\",\"value\":false}]",
+				         sh[i].axis[0] == '[' ? "" : "[", sh[i].axis,
+				         sh[i].axis[0] == '[' ? "" : "]");
+				g_in(&g, "x", "float32", sh[i].shape);
+				const char *src = "x";
+				if (o == 2) {
+					g_op(&g, "Mul", "sq", "float32", sh[i].shape, 2,
+					     T("x", "float32", sh[i].shape), T("x", "float32", sh[i].shape),
+					     NULL);
+					src = "sq";
+				}
+				g_opa(&g, o == 1 ? "ReduceMax" : "ReduceSum", attr, "y", "float32",
+				      sh[i].out, 1, T(src, "float32", sh[i].shape), NULL, NULL);
+				g_out(&g, "y", "float32", sh[i].out);
+				snprintf(lbl, sizeof lbl, "column %s %s axis %s %s", ops[o], sh[i].shape,
+				         sh[i].axis, knobs[k] ? knobs[k] : "default");
+				const char *jammed[] = {"jammed", NULL};
+				bool jam = strcmp(sh[i].shape, "1,37") != 0 && k != 1;
+				check_interp(&g, lbl, knobs[k], jam ? jammed : NULL, jam ? NULL : jammed);
+			}
 }
 
 /* Issue 4 reduction templates: row fusion of softmax / layernorm (fused
@@ -2454,6 +2520,121 @@ transpose_tiles(void)
 	}
 }
 
+/* Streaming stores (fuse.c sched_stream, emit_tile.c emit_stream): an
+ * injective stage writing an output of at least 4 MiB contiguously stores
+ * it non-temporally from its first line-aligned element. Checked: which
+ * stages stream (the dump), results against the interpreter serially and
+ * with 3 threads (1-D parallel loops split among tasks, rows of a fused
+ * layernorm, 32-byte vectors, two outputs; in-place updates in
+ * assign_in_place), and a 1-D product at every output alignment with
+ * guards around it. */
+static void
+streaming_stores(void)
+{
+	enum { N = (1 << 20) + 37 }; /* 4 MiB and an odd tail */
+	char n[16];
+	snprintf(n, sizeof n, "%d", N);
+	const char *nt[] = {"stored non-temporally", NULL};
+	KcTarget t = host;
+	CompileCtx *cc = compile_ctx_new();
+	G g0 = {0};
+	KcGraph *gr = NULL;
+	KcLimits lim = {0};
+	KcErr err = {0};
+	g_in(&g0, "x", "float32", "64");
+	g_op(&g0, "Neg", "y", "float32", "64", 1, T("x", "float32", "64"), NULL, NULL);
+	g_out(&g0, "y", "float32", "64");
+	char *json = g_json(&g0, "Fused_Probe");
+	/* vector_width 16 by default (AVX-512) or 8 (AVX2): 64 or 32 bytes */
+	bool wide = kc_parse(cc, json, strlen(json), &lim, &gr, &err) == KC_OK &&
+	            !strstr(kc_schedule_knobs_json(kc_schedule_default(cc, gr, &t)),
+	                    "\"vector_width\":4");
+	free(json);
+	compile_ctx_free(cc);
+	const char *const *want = wide ? nt : NULL;
+
+	static const char *const knobs[] = {NULL, "{\"parallel_grain\":1}", "{\"vector_width\":8}",
+	                                    "{\"unroll\":1}"};
+	for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
+		G g = {0};
+		char lbl[96];
+		g_in(&g, "x", "float32", n);
+		g_in(&g, "b", "float32", n);
+		g_op(&g, "Mul", "t", "float32", n, 2, T("x", "float32", n), C("0.5", "float32"), NULL);
+		g_op(&g, "Tanh", "u", "float32", n, 1, T("t", "float32", n), NULL, NULL);
+		g_op(&g, "Add", "y", "float32", n, 2, T("u", "float32", n), T("b", "float32", n), NULL);
+		g_out(&g, "y", "float32", n);
+		snprintf(lbl, sizeof lbl, "stream 1-D %s", knobs[k] ? knobs[k] : "default");
+		check_interp(&g, lbl, knobs[k], want, NULL);
+	}
+	{ /* two large outputs: the first streams, the second is cached */
+		G g = {0};
+		g_in(&g, "x", "float32", n);
+		g_op(&g, "Mul", "y", "float32", n, 2, T("x", "float32", n), C("2", "float32"), NULL);
+		g_op(&g, "Add", "z", "float32", n, 2, T("x", "float32", n), C("1", "float32"), NULL);
+		g_out(&g, "y", "float32", n);
+		g_out(&g, "z", "float32", n);
+		check_interp(&g, "stream two outputs", NULL, want, NULL);
+	}
+	{ /* rows of 769 floats (not whole lines): the stage after the row
+	   * reductions streams, each row aligning on its own */
+		G g = {0};
+		g_layernorm(&g, 1367, 769);
+		check_interp(&g, "stream layernorm 1367x769", NULL, want, NULL);
+	}
+	{ /* small outputs, 16-byte vectors: cached stores */
+		G g = {0};
+		g_in(&g, "x", "float32", "1000,1000");
+		g_op(&g, "Mul", "y", "float32", "1000,1000", 2, T("x", "float32", "1000,1000"),
+		     C("2", "float32"), NULL);
+		g_out(&g, "y", "float32", "1000,1000");
+		check_interp(&g, "no stream below 4 MiB", NULL, NULL, nt);
+		G g2 = {0};
+		g_in(&g2, "x", "float32", n);
+		g_op(&g2, "Mul", "y", "float32", n, 2, T("x", "float32", n), C("2", "float32"), NULL);
+		g_out(&g2, "y", "float32", n);
+		check_interp(&g2, "no stream with vector_width 4", "{\"vector_width\":4}", NULL, nt);
+		check_interp(&g2, "no stream with stream false", "{\"stream\":false}", NULL, nt);
+		G g3 = {0};
+		g_transpose(&g3, 4, (const int[]){16, 128, 12, 48}, (const int[]){0, 2, 1, 3}, 0);
+		check_interp(&g3, "permuted copy, stream false", "{\"stream\":false}", NULL, nt);
+	}
+
+	/* y = x * 0.5 (exact) at every output offset, guards around it */
+	G g = {0};
+	K k;
+	g_in(&g, "x", "float32", n);
+	g_op(&g, "Mul", "y", "float32", n, 2, T("x", "float32", n), C("0.5", "float32"), NULL);
+	g_out(&g, "y", "float32", n);
+	OK(build(&k, &g, "Fused_Stream", &host, NULL, true));
+	if (!k.fn) {
+		unload(&k);
+		return;
+	}
+	OK(!wide || (k.art.ir && strstr(k.art.ir, "!nontemporal")));
+	float *x = frand(N, -2, 2, 31);
+	size_t nb = ((size_t)(N + 32) * 4 + 63) / 64 * 64;
+	float *buf = aligned_alloc(64, nb), *buf2 = aligned_alloc(64, nb);
+	int bad = 0;
+	for (int off = 0; off < 16; off++) {
+		float *y = buf + off, *y2 = buf2 + (15 - off);
+		memset(buf, 0xff, (size_t)(N + 32) * 4);
+		memset(buf2, 0xff, (size_t)(N + 32) * 4);
+		void *a1[] = {x, y}, *a2[] = {x, y2};
+		OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&pool, a2, NULL) == 0, "stream offset %d: runs",
+		    off);
+		for (int i = 0; i < N; i++)
+			bad += y[i] != x[i] * 0.5f || y2[i] != x[i] * 0.5f;
+		/* the guards stay NaN (0xff bytes) */
+		bad += buf[off + N] == buf[off + N] || (off > 0 && buf[off - 1] == buf[off - 1]);
+		bad += buf2[15 - off + N] == buf2[15 - off + N] ||
+		       (off < 15 && buf2[14 - off] == buf2[14 - off]);
+	}
+	OKF(bad == 0, "stream y = x * 0.5 at every alignment: %d bad", bad);
+	free(x), free(buf), free(buf2);
+	unload(&k);
+}
+
 static void
 layout_ops(void)
 {
@@ -2520,12 +2701,13 @@ layout_ops(void)
 }
 
 /* Assign(p, a + b): p is written in place; an op before it reads the old p,
- * ops after it the new one; the written value is also an output. */
+ * ops after it the new one; the written value is also an output. The
+ * largest size streams its stores (streaming_stores). */
 static void
 assign_in_place(void)
 {
-	static const int sizes[] = {1, 1023};
-	for (int si = 0; si < 2; si++) {
+	static const int sizes[] = {1, 1023, (1 << 20) + 37};
+	for (int si = 0; si < 3; si++) {
 		char sh[16];
 		int n = sizes[si];
 		snprintf(sh, sizeof sh, "%d", n);
@@ -3089,7 +3271,9 @@ main(void)
 	t_sub("softmax", softmax);
 	t_sub("layernorm", layernorm);
 	t_sub("reduction_templates", reduction_templates);
+	t_sub("column_reductions", column_reductions);
 	t_sub("transpose_tiles", transpose_tiles);
+	t_sub("streaming_stores", streaming_stores);
 	t_sub("layout_ops", layout_ops);
 	t_sub("assign_in_place", assign_in_place);
 	t_sub("index_ops", index_ops);
