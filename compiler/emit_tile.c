@@ -667,10 +667,11 @@ stream_stores(Em *E, const LnStage *st, int nts, LLVMValueRef blk, LLVMTypeRef e
  *
  *   q1 = the first q >= qa where the output's element is line-aligned
  *   q2 = q1 + the whole lines (and whole vectors) of [q1, qb)
- *   for q in [q1, q2) step vw:                  vw = the loop's width
- *     for c in [0, vw): the stores at q + c, the streamed one into a
- *       vw-element stack block      (vectorised: one vector op per op)
- *     the block as one vector, stored non-temporally at the output's q
+ *   for q in [q1, q2) step u vw:   vw, u = the loop's width and unroll
+ *     for c in [0, u vw): the stores at q + c, the streamed one into a
+ *       u vw-element stack block (vectorised at vw, interleaved u times:
+ *       u vector ops per op, as the loop vectorizer does the plain loop)
+ *     the block as u vectors, stored non-temporally at the output's q
  *   for part in {[qa, q1), [q2, qb)}: the stores, scalar
  *
  * The edges are one scalar loop over two ranges, so the stage's ops are
@@ -682,9 +683,10 @@ emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMBuilderRef b = E->b;
 	const LnLoop *lq = &st->loops[st->nloops - 1];
 	int nts = __builtin_ctz(st->ntmask), vw = lq->width;
+	int u = (lq->kind & LNL_UNROLLED) && lq->unroll > 1 ? lq->unroll : 1;
 	const LnStore *s = &st->stores[nts];
 	int bytes = bytes_of(E, s->buf);
-	int64_t line = LINE / bytes, step = vw > line ? vw : line;
+	int64_t line = LINE / bytes, step = u * vw > line ? u * vw : line;
 	unsigned vbytes = (unsigned)(vw * bytes);
 	LLVMTypeRef et = int_of(E, s->buf), vt = LLVMVectorType(et, (unsigned)vw);
 	bool par = (lq->kind & LNL_PARALLEL) != 0;
@@ -701,29 +703,32 @@ emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	    E, add(E, qa, LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, line - 1), "")), qb);
 	LLVMValueRef q2 =
 	    add(E, q1, LLVMBuildAnd(b, LLVMBuildSub(b, qb, q1, ""), k64(E, -step), ""));
-	LLVMValueRef blk = em_entry_alloca(E, LLVMArrayType2(et, (uint64_t)vw));
+	LLVMValueRef blk = em_entry_alloca(E, LLVMArrayType2(et, (uint64_t)(u * vw)));
 	LLVMSetAlignment(blk, LINE);
 
 	EmLoop lm, lc, le, ls;
 	LnLoop vec = {0};
-	LLVMValueRef q = em_loop_open(E, &lm, q1, q2, vw, "stream");
-	LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, vw), 1, "stream_vec");
+	LLVMValueRef q = em_loop_open(E, &lm, q1, q2, u * vw, "stream");
+	LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, u * vw), 1, "stream_vec");
 	E->var[lq->var] = add(E, q, c);
 	E->vw = vw;
 	if (!stream_stores(E, st, nts, blk, et, c))
 		return false;
-	vec.kind = LNL_VECTORIZED;
+	vec.kind = LNL_VECTORIZED | (u > 1 ? LNL_UNROLLED : 0);
 	vec.width = vw;
+	vec.unroll = u;
 	em_loop_md(E, em_loop_close(E, &lc), &vec);
-	LLVMValueRef v = LLVMBuildLoad2(b, vt, blk, "");
-	LLVMSetAlignment(v, LINE);
-	LLVMValueRef nt = LLVMBuildStore(b, v, gep(E, et, y0, q));
-	LLVMSetAlignment(nt, vbytes);
 	LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(E->i32, 1, 0));
-	LLVMSetMetadata(nt, LLVMGetMDKindIDInContext(E->ctx, "nontemporal", 11),
-	                LLVMMetadataAsValue(E->ctx, LLVMMDNodeInContext2(E->ctx, &one, 1)));
+	LLVMValueRef md = LLVMMetadataAsValue(E->ctx, LLVMMDNodeInContext2(E->ctx, &one, 1));
+	for (int j = 0; j < u; j++) {
+		LLVMValueRef v = LLVMBuildLoad2(b, vt, gep(E, et, blk, k64(E, j * vw)), "");
+		LLVMSetAlignment(v, vbytes);
+		LLVMValueRef nt = LLVMBuildStore(b, v, gep(E, et, y0, add(E, q, k64(E, j * vw))));
+		LLVMSetAlignment(nt, vbytes);
+		LLVMSetMetadata(nt, LLVMGetMDKindIDInContext(E->ctx, "nontemporal", 11), md);
+	}
 	E->fence = true;
-	em_plain_md(E, em_loop_close(E, &lm), (lq->kind & LNL_UNROLLED) ? lq->unroll : 1);
+	em_plain_md(E, em_loop_close(E, &lm), 1);
 
 	/* the edges: part 0 is [qa, q1), part 1 [q2, qb) */
 	LLVMValueRef part = em_loop_open(E, &le, k64(E, 0), k64(E, 2), 1, "stream_edges");

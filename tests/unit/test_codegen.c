@@ -2531,9 +2531,10 @@ transpose_tiles(void)
 	}
 }
 
-/* Streaming stores (fuse.c sched_stream, emit_tile.c emit_stream): an
- * injective stage writing an output of at least 4 MiB contiguously stores
- * it non-temporally from its first line-aligned element. Checked: which
+/* Streaming stores (fuse.c sched_stream, emit_tile.c emit_stream): a
+ * memory-bound injective stage writing an output of at least 4 MiB
+ * contiguously stores it non-temporally from its first line-aligned
+ * element. Checked: which
  * stages stream (the dump), results against the interpreter serially and
  * with 3 threads (1-D parallel loops split among tasks, rows of a fused
  * layernorm, 32-byte vectors, two outputs; in-place updates in
@@ -2557,7 +2558,7 @@ streaming_stores(void)
 		g_in(&g, "x", "float32", n);
 		g_in(&g, "b", "float32", n);
 		g_op(&g, "Mul", "t", "float32", n, 2, T("x", "float32", n), C("0.5", "float32"), NULL);
-		g_op(&g, "Tanh", "u", "float32", n, 1, T("t", "float32", n), NULL, NULL);
+		g_op(&g, "Sqrt", "u", "float32", n, 1, T("t", "float32", n), NULL, NULL);
 		g_op(&g, "Add", "y", "float32", n, 2, T("u", "float32", n), T("b", "float32", n), NULL);
 		g_out(&g, "y", "float32", n);
 		snprintf(lbl, sizeof lbl, "stream 1-D %s", knobs[k] ? knobs[k] : "default");
@@ -2591,6 +2592,11 @@ streaming_stores(void)
 		g_out(&g2, "y", "float32", n);
 		check_interp(&g2, "no stream with vector_width 4", "{\"vector_width\":4}", NULL, nt);
 		check_interp(&g2, "no stream with stream false", "{\"stream\":false}", NULL, nt);
+		G g4 = {0}; /* compute-bound: a transcendental per element */
+		g_in(&g4, "x", "float32", n);
+		g_op(&g4, "Tanh", "y", "float32", n, 1, T("x", "float32", n), NULL, NULL);
+		g_out(&g4, "y", "float32", n);
+		check_interp(&g4, "no stream for a Tanh", NULL, NULL, nt);
 		G g3 = {0};
 		g_transpose(&g3, 4, (const int[]){16, 128, 12, 48}, (const int[]){0, 2, 1, 3}, 0);
 		check_interp(&g3, "permuted copy, stream false", "{\"stream\":false}", NULL, nt);
