@@ -116,8 +116,9 @@ typedef struct LnStore {
  * conformance. Products (relative errors add up along the whole chain) and
  * outer-axis sums stay float64: an outer-axis sum's order of additions
  * would depend on how LLVM vectorises each task's chunk of columns, and so
- * on the thread count, which float64 partials round away. The GEMM stage's
- * limit on K is this one (lower_gemm.c). */
+ * on the thread count, which float64 partials round away. The GEMM stage
+ * chooses its K-blocks freely up to this K, and caps them beyond it
+ * (lower_gemm.c). */
 #define LN_F32_ACC_MAX 4096
 
 /* A GEMM stage (the "matmul" template, lower_gemm.c / emit_gemm.c):
@@ -318,7 +319,8 @@ GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat);
  * stages it needs. */
 bool gemm_applies(const IrNode *nd, const bool *mat, int *ncopies);
 /* Resolves the blocking of st's GEMM from knobs k (0 = chosen from the
- * shape, deterministically) and sizes its unit loop. */
+ * shape, deterministically; kc capped at K, and for a long K at its
+ * accuracy cap, lower_gemm.c) and sizes its unit loop. */
 void gemm_block(LoopNest *ln, LnStage *st, const KcKnobs *k);
 /* Marks each GEMM stage's elementwise consumer as its fused epilogue where
  * that is exact (see lower_gemm.c) and the stage's knobs allow it. */

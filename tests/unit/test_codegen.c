@@ -2841,6 +2841,10 @@ matmuls(void)
 	    {0, 0, 1, 7, 5, 0, 0, 0},    {0, 0, 7, 1023, 3, 0, 1, 0}, {0, 0, 13, 64, 17, 1, 0, 0},
 	    {0, 0, 5, 1, 9, 1, 1, 0},    {2, 0, 4, 5, 6, 0, 0, 0},    {2, 1, 3, 33, 2, 0, 1, 0},
 	    {0, 0, 19, 100, 8, 0, 1, 1},
+	    /* a long K: K-blocks of at most 32 (lower_gemm.c), the api's
+	     * verify tolerance 1e-4 + 1e-4 |want| */
+	    {0, 0, 5, 12289, 37, 0, 0, 0}, {0, 0, 33, 8192, 20, 0, 1, 0},
+	    {0, 0, 3, 30011, 5, 0, 0, 0},
 	};
 	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
 		int M = cs[ci].M, KK = cs[ci].KK, N = cs[ci].N,
@@ -2916,11 +2920,30 @@ matmuls(void)
 						                    : fb[ib * KK * N + q * N + n];
 						acc += (double)x * y;
 					}
-					bad += fabs(o1[(bt * M + m) * N + n] - acc) >
-					       1e-5 * (1 + fabs(acc));
+					double tol = KK > 4096 ? 1e-4 : 1e-5;
+					bad += fabs(o1[(bt * M + m) * N + n] - acc) > tol * (1 + fabs(acc));
 				}
 		OKF(bad == 0, "matmul %s x %s (ta %d tb %d %s): %d bad", sa, sb, cs[ci].ta,
 		    cs[ci].tb, dt, bad);
+		if (KK > 4096) { /* the GEMM with short K-blocks */
+			if (KK > 24576) { /* past the cap even at kc 16: the reduction */
+				OKF(!strstr(k.dump.data, " gemm "), "matmul K=%d: no GEMM", KK);
+				free(fa), free(fb), free(xa), free(xb), free(o1), free(o2);
+				unload(&k);
+				continue;
+			}
+			char kcs[32]; /* 32 x 12288 terms per result: 31 for 12289, 48 for 8192 */
+			snprintf(kcs, sizeof kcs, "kc %d,", 32 * 12288 / KK);
+			OKF(strstr(k.dump.data, kcs), "matmul K=%d: short K-blocks (%s)", KK, kcs);
+			K k2; /* an explicit kc is capped too */
+			const char *bt0 = build_template;
+			build_template = "matmul";
+			OKF(build(&k2, &g, "Fused_MatMul", &host, "{\"kc\":384}", false) &&
+			        strstr(k2.dump.data, kcs),
+			    "matmul K=%d: kc 384 capped", KK);
+			build_template = bt0;
+			unload(&k2);
+		}
 		free(fa), free(fb), free(xa), free(xb), free(o1), free(o2);
 		unload(&k);
 	}

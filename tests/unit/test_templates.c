@@ -928,9 +928,11 @@ matmul(void)
 			    "float32", 0);
 	/* blocking edges of a blocked GEMM: K just over one block (512) and K
 	 * split into uneven blocks, M just over one row block (144), N around
-	 * the register tile (48 columns with AVX-512) */
+	 * the register tile (48 columns with AVX-512), K past 4096 (short
+	 * K-blocks) */
 	static const int64_t blk[][3] = {{17, 33, 513}, {17, 33, 1025}, {145, 47, 33},
-	                                 {9, 49, 700},  {2, 95, 97},    {150, 97, 600}};
+	                                 {9, 49, 700},  {2, 95, 97},    {150, 97, 600},
+	                                 {17, 33, 4097}, {5, 70, 12289}};
 	for (size_t e = 0; e < sizeof blk / sizeof blk[0]; e++)
 		for (int t = 0; t < 4; t++)
 			mm2(blk[e][0], blk[e][1], blk[e][2], t & 1, t >> 1, "float32", "float32",
