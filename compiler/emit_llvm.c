@@ -111,12 +111,42 @@ stype(Em *E, KcDtype dt)
 	return ctype(E, dt);
 }
 
+/* float32 value(s) v as float16 bits (i16 or a vector of them), and back:
+ * in hardware where the target has it (LoopNest.hw_half), else with
+ * emit_math.c's integer algorithms; both round to nearest even. */
+static LLVMTypeRef
+like(LLVMValueRef v, LLVMTypeRef elem)
+{
+	LLVMTypeRef t = LLVMTypeOf(v);
+	return LLVMGetTypeKind(t) == LLVMVectorTypeKind
+	           ? LLVMVectorType(elem, LLVMGetVectorSize(t))
+	           : elem;
+}
+
+static LLVMValueRef
+to_f16(Em *E, LLVMValueRef v)
+{
+	if (!E->ln->hw_half)
+		return math_f32_to_f16(E->b, v);
+	LLVMValueRef h = LLVMBuildFPTrunc(E->b, v, like(v, LLVMHalfTypeInContext(E->ctx)), "");
+	return LLVMBuildBitCast(E->b, h, like(v, E->i16), "");
+}
+
+static LLVMValueRef
+from_f16(Em *E, LLVMValueRef h)
+{
+	if (!E->ln->hw_half)
+		return math_f16_to_f32(E->b, h);
+	LLVMValueRef x = LLVMBuildBitCast(E->b, h, like(h, LLVMHalfTypeInContext(E->ctx)), "");
+	return LLVMBuildFPExt(E->b, x, like(h, E->f32), "");
+}
+
 /* Round a compute value to its dtype (only float16/bfloat16 need it). */
 static LLVMValueRef
 round_dt(Em *E, LLVMValueRef v, KcDtype dt)
 {
 	if (dt == KC_DT_FLOAT16)
-		return math_f16_to_f32(E->b, math_f32_to_f16(E->b, v));
+		return from_f16(E, to_f16(E, v));
 	if (dt == KC_DT_BFLOAT16)
 		return math_bf16_to_f32(E->b, math_f32_to_bf16(E->b, v));
 	return v;
@@ -262,7 +292,7 @@ load_at(Em *E, KcDtype dt, LLVMValueRef p)
 	if (dt == KC_DT_BOOL)
 		return LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(E->i8, 0, 0), "");
 	if (dt == KC_DT_FLOAT16)
-		return math_f16_to_f32(E->b, v);
+		return from_f16(E, v);
 	if (dt == KC_DT_BFLOAT16)
 		return math_bf16_to_f32(E->b, v);
 	return v;
@@ -309,7 +339,7 @@ store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v)
 	if (dt == KC_DT_BOOL)
 		v = LLVMBuildZExt(E->b, v, E->i8, "");
 	else if (dt == KC_DT_FLOAT16)
-		v = math_f32_to_f16(E->b, v);
+		v = to_f16(E, v);
 	else if (dt == KC_DT_BFLOAT16)
 		v = math_f32_to_bf16(E->b, v);
 	st = LLVMBuildStore(E->b, v, p);

@@ -14,7 +14,9 @@
  *   pow   exp(y log|x|) with numpy's special cases
  *   sin, cos, asin, acos, atan, atan2, asinh, acosh, expm1: see their
  *         section below (float32 runs them in double)
- * Half conversions follow F. Giesen's branch-free RNE algorithms.
+ * Half conversions follow F. Giesen's branch-free RNE algorithms (float16
+ * only where the target has no conversion instructions: emit_llvm.c uses
+ * fptrunc/fpext when LoopNest.hw_half is set; bfloat16 always).
  *
  * The builders work on scalars and on vectors alike. math_call emits each
  * function once per module as an internal noinline `kcs.<fn>.v<W><f32|f64>`

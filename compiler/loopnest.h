@@ -256,6 +256,12 @@ typedef struct LoopNest {
 	int nexprs; /* LnExpr ids are 0..nexprs-1 */
 	int nvars, capvars;
 	int64_t *var_extent;
+	/* The target converts float32 <-> float16 in hardware (x86 F16C,
+	 * AArch64): the emitter uses fptrunc/fpext (vcvtps2ph, fcvt) instead
+	 * of the integer algorithms of emit_math.c, which stay for targets
+	 * without (their fptrunc would call a compiler-rt helper). Set by
+	 * compile.c from the target. */
+	bool hw_half;
 } LoopNest;
 
 /* ---- schedules ------------------------------------------------------------ */

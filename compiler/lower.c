@@ -249,6 +249,43 @@ build_sum(LoopNest *ln, Term *t, int n, int64_t c)
 	return acc;
 }
 
+/* For the non-negative sum r[0..nr) + c0 and k > 0: the largest d > 1
+ * dividing k with sum = d X + R, X the terms whose coefficients d divides
+ * (divided by d) plus c0 / d, and 0 <= R < d the other terms plus c0 % d;
+ * 0 when there is none. Then (d X + R) / k = X / (k/d) and
+ * (d X + R) % k = d (X % (k/d)) + R: a reshape's (1024 i + j) / 65536
+ * with j < 1024 is i / 64, so j stays a contiguous index. */
+static int64_t
+split_by(LoopNest *ln, const Term *r, int nr, int64_t c0, int64_t k, LnIdx **big, LnIdx **small)
+{
+	int64_t best = 0;
+
+	if (c0 < 0)
+		return 0;
+	for (int i = 0; i < nr; i++) {
+		int64_t d = r[i].k;
+		if (d <= best || d <= 1 || k % d != 0)
+			continue;
+		Term bt[MAX_TERMS], st[MAX_TERMS];
+		int nb = 0, ns = 0;
+		for (int j = 0; j < nr; j++) {
+			if (r[j].k % d == 0) {
+				bt[nb] = r[j];
+				bt[nb++].k /= d;
+			} else {
+				st[ns++] = r[j];
+			}
+		}
+		LnIdx *sm = build_sum(ln, st, ns, c0 % d);
+		if (ln_idx_max(ln, sm) >= d)
+			continue;
+		best = d;
+		*big = build_sum(ln, bt, nb, c0 / d);
+		*small = sm;
+	}
+	return best;
+}
+
 /* a + b, canonical. */
 LnIdx *
 ln_idx_add(LoopNest *ln, LnIdx *a, LnIdx *b)
@@ -306,12 +343,16 @@ ln_idx_div(LoopNest *ln, LnIdx *a, int64_t k)
 			r[nr++] = t[i];
 		}
 	}
+	LnIdx *big, *small;
+	int64_t d = split_by(ln, r, nr, c % k, k, &big, &small);
 	if (nq == 0 && c < k)
-		return node(ln, LNI_DIV, a, NULL, k, -1);
+		return d ? ln_idx_div(ln, big, k / d) : node(ln, LNI_DIV, a, NULL, k, -1);
 	LnIdx *rest = build_sum(ln, r, nr, c % k);
 	LnIdx *quot = build_sum(ln, q, nq, c / k);
 	if (ln_idx_max(ln, rest) < k)
 		return quot;
+	if (d)
+		return ln_idx_add(ln, quot, ln_idx_div(ln, big, k / d));
 	return ln_idx_add(ln, quot, node(ln, LNI_DIV, rest, NULL, k, -1));
 }
 
@@ -341,6 +382,10 @@ ln_idx_mod(LoopNest *ln, LnIdx *a, int64_t k)
 	LnIdx *rest = build_sum(ln, r, nr, c % k);
 	if (ln_idx_max(ln, rest) < k)
 		return rest;
+	LnIdx *big, *small;
+	int64_t d = split_by(ln, r, nr, c % k, k, &big, &small);
+	if (d)
+		return ln_idx_add(ln, ln_idx_mul(ln, ln_idx_mod(ln, big, k / d), d), small);
 	return node(ln, LNI_MOD, rest, NULL, k, -1);
 }
 

@@ -414,6 +414,75 @@ broadcast_outer(void)
 	unload(&k);
 }
 
+static void check_interp(const G *g, const char *label, const char *knobs,
+                         const char *const *want, const char *const *avoid);
+
+/* Reshapes that split a row-major extent keep their loads contiguous:
+ * [96,64,1024] -> [6144,1024] reads x[v0 * 1024 + v1], not
+ * x[v1 + (v0 * 1024 + v1) / 65536 * 65536 + v0 % 64 * 1024] (lower.c
+ * split_by: (d X + R) / k = X / (k/d) for d | k and R < d, and the
+ * matching %), and a Transpose after a Reshape still agrees with the
+ * interpreter. */
+static void
+reshape_index(void)
+{
+	const char *ax = "[{\"name\":\"axis\",\"value\":[1]},{\"name\":\"keep_dims\",\"value\":false}]";
+	G g = {0};
+	g_in(&g, "x", "float32", "96,64,1024");
+	g_opa(&g, "Reshape", "[{\"name\":\"shape\",\"value\":[6144,1024]}]", "r", "float32",
+	      "6144,1024", 1, T("x", "float32", "96,64,1024"), NULL, NULL);
+	g_opa(&g, "ReduceSum", ax, "y", "float32", "6144", 1, T("r", "float32", "6144,1024"), NULL,
+	      NULL);
+	g_out(&g, "y", "float32", "6144");
+	const char *want[] = {"load b0[v0 * 1024 + v1]", NULL}, *avoid[] = {" / ", " % ", NULL};
+	check_interp(&g, "reshape [96,64,1024] -> [6144,1024], row sums", NULL, want, avoid);
+	G g2 = {0}; /* odd extents, a split that is not a multiple: stays exact */
+	g_in(&g2, "x", "float32", "6,10,9");
+	g_opa(&g2, "Reshape", "[{\"name\":\"shape\",\"value\":[4,15,9]}]", "r", "float32",
+	      "4,15,9", 1, T("x", "float32", "6,10,9"), NULL, NULL);
+	g_opa(&g2, "Transpose", "[{\"name\":\"perm\",\"value\":[1,0,2]}]", "t", "float32",
+	      "15,4,9", 1, T("r", "float32", "4,15,9"), NULL, NULL);
+	g_op(&g2, "Mul", "y", "float32", "15,4,9", 2, T("t", "float32", "15,4,9"),
+	     C("2", "float32"), NULL);
+	g_out(&g2, "y", "float32", "15,4,9");
+	check_interp(&g2, "reshape [6,10,9] -> [4,15,9] then transpose", NULL, NULL, NULL);
+}
+
+/* float16 conversions in hardware (LoopNest.hw_half: the host has F16C or
+ * is AArch64): fptrunc/fpext in the IR, no compare left on halves (x86
+ * would scalarise it: objcode.c widen_half_compares); test_templates and
+ * half_math check the values. */
+static void
+half_hardware(void)
+{
+	G g = {0};
+	K k;
+	g_in(&g, "x", "float16", "4099");
+	g_in(&g, "y", "float32", "4099");
+	g_op(&g, "Greater", "p", "bool", "4099", 2, T("x", "float16", "4099"), C("0", "float16"),
+	     NULL);
+	g_op(&g, "Cast", "pf", "float16", "4099", 1, T("p", "bool", "4099"), NULL, NULL);
+	g_op(&g, "Cast", "xf", "float32", "4099", 1, T("x", "float16", "4099"), NULL, NULL);
+	g_op(&g, "Mul", "m", "float32", "4099", 2, T("xf", "float32", "4099"),
+	     T("y", "float32", "4099"), NULL);
+	g_op(&g, "Cast", "mh", "float16", "4099", 1, T("m", "float32", "4099"), NULL, NULL);
+	g_op(&g, "Mul", "o", "float16", "4099", 2, T("pf", "float16", "4099"),
+	     T("mh", "float16", "4099"), NULL);
+	g_out(&g, "o", "float16", "4099");
+	OK(build(&k, &g, "Fused_Half_Hw", &host, NULL, false));
+	bool hw = strncmp(host.triple, "aarch64", 7) == 0 || strstr(host.features, "+f16c");
+	const char *ir = k.art.ir ? k.art.ir : "";
+	OKF(!hw || (strstr(ir, "fptrunc") && strstr(ir, "fpext")), "float16 in hardware: %d", hw);
+	int halfcmp = 0;
+	for (const char *p = ir; (p = strstr(p, "fcmp")) != NULL; p++) {
+		const char *eol = strchr(p, '\n');
+		const char *h = strstr(p, "half");
+		halfcmp += h && (!eol || h < eol);
+	}
+	OKF(halfcmp == 0, "%d fcmp on halves", halfcmp);
+	unload(&k);
+}
+
 static void
 reshape_broadcast(void)
 {
@@ -3298,6 +3367,8 @@ main(void)
 	t_sub("reduction_templates", reduction_templates);
 	t_sub("column_reductions", column_reductions);
 	t_sub("transpose_tiles", transpose_tiles);
+	t_sub("reshape_index", reshape_index);
+	t_sub("half_hardware", half_hardware);
 	t_sub("streaming_stores", streaming_stores);
 	t_sub("layout_ops", layout_ops);
 	t_sub("assign_in_place", assign_in_place);
