@@ -150,7 +150,7 @@ ln_print(const LoopNest *ln, KcBuf *out)
 			              st->tile);
 		if (st->stream)
 			kc_buf_puts(out, " a permuted copy, stored non-temporally");
-		for (int i = 0; i < st->nstores; i++)
+		for (int i = 0; i < st->nstores && i < 32; i++)
 			if (st->ntmask & (1u << i))
 				kc_buf_printf(out, " b%d stored non-temporally", st->stores[i].buf);
 		if (st->nred > 0)
