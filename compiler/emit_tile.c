@@ -567,6 +567,23 @@ copy_span(Em *E, LLVMTypeRef et, unsigned align, LLVMValueRef x, LLVMValueRef y,
 	em_plain_md(E, em_loop_close(E, &l), 1);
 }
 
+/* For elements [qa, qb) of bytes each, the first at address ya: q1, the
+ * first element at or after qa on a line boundary (at most qb), and q2,
+ * the end of the whole steps of step elements (a multiple of a line's
+ * elements) from q1: [q1, q2) is stored a line at a time. */
+static void
+line_span(Em *E, LLVMValueRef ya, int bytes, LLVMValueRef qa, LLVMValueRef qb, int64_t step,
+          LLVMValueRef *q1, LLVMValueRef *q2)
+{
+	LLVMBuilderRef b = E->b;
+	int64_t line = LINE / bytes;
+	LLVMValueRef mis =
+	    LLVMBuildUDiv(b, LLVMBuildAnd(b, ya, k64(E, LINE - 1), ""), k64(E, bytes), "");
+	*q1 = smin(E, add(E, qa, LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, line - 1), "")),
+	           qb);
+	*q2 = add(E, *q1, LLVMBuildAnd(b, LLVMBuildSub(b, qb, *q1, ""), k64(E, -step), ""));
+}
+
 /* void SYMBOL.sN.body.rows(ptr x, ptr y, i64 a, i64 b): y[a, b) = x[a, b)
  * for a stage's rows (elements of type et), scalar up to the first
  * line-aligned element of y, then whole lines stored non-temporally, then
@@ -598,11 +615,8 @@ rows_fn(Em *E, LLVMTypeRef et, int bytes)
 	LLVMValueRef qa = LLVMGetParam(fn, 2), qb = LLVMGetParam(fn, 3);
 	LLVMValueRef ya = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, yr, E->i64, ""),
 	                               LLVMBuildMul(b, qa, k64(E, bytes), ""), "");
-	LLVMValueRef mis =
-	    LLVMBuildUDiv(b, LLVMBuildAnd(b, ya, k64(E, LINE - 1), ""), k64(E, bytes), "");
-	LLVMValueRef q1 =
-	    smin(E, add(E, qa, LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, vw - 1), "")), qb);
-	LLVMValueRef q2 = add(E, q1, LLVMBuildAnd(b, LLVMBuildSub(b, qb, q1, ""), k64(E, -vw), ""));
+	LLVMValueRef q1, q2;
+	line_span(E, ya, bytes, qa, qb, vw, &q1, &q2);
 	copy_span(E, et, (unsigned)bytes, xr, yr, qa, q1);
 	EmLoop l;
 	LLVMValueRef q = em_loop_open(E, &l, q1, q2, vw, "stream");
@@ -697,12 +711,8 @@ emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	E->var[lq->var] = k64(E, 0);
 	LLVMValueRef y0 = gep(E, et, E->bufp[s->buf], em_idx(E, s->idx));
 	LLVMValueRef ya = LLVMBuildPtrToInt(b, gep(E, et, y0, qa), E->i64, "");
-	LLVMValueRef mis =
-	    LLVMBuildUDiv(b, LLVMBuildAnd(b, ya, k64(E, LINE - 1), ""), k64(E, bytes), "");
-	LLVMValueRef q1 = smin(
-	    E, add(E, qa, LLVMBuildAnd(b, LLVMBuildNeg(b, mis, ""), k64(E, line - 1), "")), qb);
-	LLVMValueRef q2 =
-	    add(E, q1, LLVMBuildAnd(b, LLVMBuildSub(b, qb, q1, ""), k64(E, -step), ""));
+	LLVMValueRef q1, q2;
+	line_span(E, ya, bytes, qa, qb, step, &q1, &q2);
 	LLVMValueRef blk = em_entry_alloca(E, LLVMArrayType2(et, (uint64_t)(u * vw)));
 	LLVMSetAlignment(blk, LINE);
 
