@@ -104,12 +104,13 @@ def check_metrics(binary):
         T.ok(st1 == 200 and st2 == 200 and st3 == 404 and st4 == 405,
              "metrics: setup requests", (st1, st2, st3, st4))
         # a request is counted when its connection completes, just after
-        # the client has its answer: wait for the last one to land
+        # the client has its answer: wait for all of them to land
         deadline = time.monotonic() + 5
         while True:
             st, h, body = request(d, "GET", "/metrics")
             text = body.decode()
             if ('kcsd_http_requests_total{route="other",status="405"} 1' in text
+                    and 'kcsd_http_requests_total{route="other",status="404"} 1' in text
                     and 'route="/v1/compile",status="200"} 2' in text) \
                     or time.monotonic() > deadline:
                 break
