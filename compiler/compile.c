@@ -79,22 +79,6 @@ dump_module(const KcCompileOptions *o, const char *pass, LLVMModuleRef mod)
 	LLVMDisposeMessage(s);
 }
 
-/* Does target t convert float32 <-> float16 in hardware? AArch64 always
- * (base FP); x86-64 with F16C (every AVX2 and AVX-512 CPU has it), which
- * the host's and explicit feature lists name. */
-static bool
-hw_half(const KcTarget *t)
-{
-	if (strncmp(t->triple, "aarch64", 7) == 0)
-		return true;
-	if (strncmp(t->triple, "x86_64", 6) != 0)
-		return false;
-	for (const char *p = t->features; (p = strstr(p, "+f16c")) != NULL; p += 5)
-		if ((p == t->features || p[-1] == ',') && (p[5] == '\0' || p[5] == ','))
-			return true;
-	return false;
-}
-
 KcStatus
 kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule *s,
            const KcCompileOptions *opts, KcArtifact *out, KcErr *err)
@@ -121,7 +105,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 
 	if ((st = ln_lower(c->arena, g, &ln, err)) != KC_OK)
 		goto done;
-	ln->hw_half = hw_half(t);
+	ln->hw_half = sched_target_hw_half(t);
 	if (o->dump) {
 		dump_header(o, "lower");
 		ln_print(ln, o->dump);

@@ -286,15 +286,15 @@ scalar_rect(Em *E, const Plan *P, LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef
 	return true;
 }
 
-/* rows[r] to p + r * stride (elements of type et); non-temporal ones are
- * line-aligned. */
+/* rows[r] to p + r * stride (elements of type et), aligned to align;
+ * non-temporal ones need it to be their vector's size. */
 static void
 store_rows(Em *E, LLVMValueRef *rows, int n, LLVMTypeRef et, LLVMValueRef p, int64_t stride,
            unsigned align, bool nt)
 {
 	for (int r = 0; r < n; r++) {
 		LLVMValueRef st = LLVMBuildStore(E->b, rows[r], gep(E, et, p, k64(E, r * stride)));
-		LLVMSetAlignment(st, nt ? LINE : align);
+		LLVMSetAlignment(st, align);
 		if (nt) {
 			LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(E->i32, 1, 0));
 			LLVMSetMetadata(
@@ -338,7 +338,7 @@ subblock(Em *E, const Plan *P, LLVMValueRef p, LLVMValueRef q)
 			if (s->value == e)
 				store_rows(E, rows, vw, P->et[k],
 				           gep(E, P->et[k], E->bufp[s->buf], em_idx(E, s->idx)),
-				           P->scp[i], bytes, i == P->nts);
+				           P->scp[i], i == P->nts ? LINE : bytes, i == P->nts);
 		}
 	}
 	if (P->move)
@@ -655,27 +655,6 @@ emit_rows(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 
 /* ---- streaming stores (LnStage.ntmask, fuse.c sched_stream) --------------- */
 
-/* The stage's stores at the current vars; with off set, store nts writes
- * blk[off] (elements of type et) instead of its output. */
-static bool
-stream_stores(Em *E, const LnStage *st, int nts, LLVMValueRef blk, LLVMTypeRef et,
-              LLVMValueRef off)
-{
-	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
-	for (int i = 0; i < st->nstores; i++) {
-		const LnStore *s = &st->stores[i];
-		LLVMValueRef v = em_expr(E, s->value);
-		if (!v)
-			return false;
-		if (off && i == nts)
-			em_store_at(E, E->ln->bufs[s->buf].dtype, gep(E, et, blk, off), v);
-		else
-			em_store(E, s->buf, s->idx, v);
-	}
-	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
-	return true;
-}
-
 /* The innermost loop q of a stage with a streaming store (the loops
  * outside it open; a parallel q runs [lo, hi)), over [qa, qb):
  *
@@ -713,8 +692,10 @@ emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef ya = LLVMBuildPtrToInt(b, gep(E, et, y0, qa), E->i64, "");
 	LLVMValueRef q1, q2;
 	line_span(E, ya, bytes, qa, qb, step, &q1, &q2);
-	LLVMValueRef blk = em_entry_alloca(E, LLVMArrayType2(et, (uint64_t)(u * vw)));
-	LLVMSetAlignment(blk, LINE);
+	/* stores() with no transposed loads: store nts goes to the block */
+	Plan P = {.st = st, .nts = nts, .ntet = et};
+	P.ntblk = em_entry_alloca(E, LLVMArrayType2(et, (uint64_t)(u * vw)));
+	LLVMSetAlignment(P.ntblk, LINE);
 
 	EmLoop lm, lc, le, ls;
 	LnLoop vec = {0};
@@ -722,22 +703,19 @@ emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, u * vw), 1, "stream_vec");
 	E->var[lq->var] = add(E, q, c);
 	E->vw = vw;
-	if (!stream_stores(E, st, nts, blk, et, c))
+	if (!stores(E, &P, c))
 		return false;
 	vec.kind = LNL_VECTORIZED | (u > 1 ? LNL_UNROLLED : 0);
 	vec.width = vw;
 	vec.unroll = u;
 	em_loop_md(E, em_loop_close(E, &lc), &vec);
-	LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(E->i32, 1, 0));
-	LLVMValueRef md = LLVMMetadataAsValue(E->ctx, LLVMMDNodeInContext2(E->ctx, &one, 1));
+	LLVMValueRef rows[16];
+	KC_ASSERT(u <= 16);
 	for (int j = 0; j < u; j++) {
-		LLVMValueRef v = LLVMBuildLoad2(b, vt, gep(E, et, blk, k64(E, j * vw)), "");
-		LLVMSetAlignment(v, vbytes);
-		LLVMValueRef nt = LLVMBuildStore(b, v, gep(E, et, y0, add(E, q, k64(E, j * vw))));
-		LLVMSetAlignment(nt, vbytes);
-		LLVMSetMetadata(nt, LLVMGetMDKindIDInContext(E->ctx, "nontemporal", 11), md);
+		rows[j] = LLVMBuildLoad2(b, vt, gep(E, et, P.ntblk, k64(E, j * vw)), "");
+		LLVMSetAlignment(rows[j], vbytes);
 	}
-	E->fence = true;
+	store_rows(E, rows, u, et, gep(E, et, y0, q), vw, vbytes, true);
 	em_plain_md(E, em_loop_close(E, &lm), 1);
 
 	/* the edges: part 0 is [qa, q1), part 1 [q2, qb) */
@@ -747,7 +725,7 @@ emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef ee = LLVMBuildSelect(b, first, q1, qb, "");
 	E->var[lq->var] = em_loop_open(E, &ls, ea, ee, 1, "stream_edge");
 	E->vw = 1;
-	if (!stream_stores(E, st, nts, NULL, NULL, NULL))
+	if (!stores(E, &P, NULL))
 		return false;
 	em_plain_md(E, em_loop_close(E, &ls), 1);
 	em_plain_md(E, em_loop_close(E, &le), 1);

@@ -367,6 +367,8 @@ void ln_idx_print(const LnIdx *x, KcBuf *out);
 KcStatus sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err);
 /* Default knobs for a target (vector width from its features). */
 void sched_default_knobs(const KcTarget *t, KcKnobs *out);
+/* Does target t convert float32 <-> float16 in hardware (LoopNest.hw_half)? */
+bool sched_target_hw_half(const KcTarget *t);
 
 /* ---- emit_llvm.c --------------------------------------------------------------- */
 /* Build the module for ln into mod (created by the caller in its own

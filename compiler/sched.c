@@ -111,6 +111,16 @@ cpu_in(const char *cpu, const char *const *list, size_t n)
 	return false;
 }
 
+/* AArch64 always (base FP); x86-64 with F16C (every AVX2 and AVX-512 CPU
+ * has it), which the host's and explicit feature lists name. */
+bool
+sched_target_hw_half(const KcTarget *t)
+{
+	if (strncmp(t->triple, "aarch64", 7) == 0)
+		return true;
+	return strncmp(t->triple, "x86_64", 6) == 0 && has_feature(t->features, "+f16c");
+}
+
 void
 sched_default_knobs(const KcTarget *t, KcKnobs *out)
 {
