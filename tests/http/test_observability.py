@@ -203,9 +203,12 @@ class NotifyListener:
             except OSError:
                 return
             text = data.decode(errors="replace")
-            self.msgs.append((time.monotonic(), text))
+            t = time.monotonic()
             if "READY=1" in text.split("\n") and self.healthz_at_ready is None:
                 self.healthz_at_ready = self.healthz()
+            # listed only after the probe: a waiter that sees READY=1 also
+            # sees the probe's result (it once read None under ASan)
+            self.msgs.append((t, text))
 
     def healthz(self):
         # One try, no retry: a refused connection here would be a real bug
