@@ -177,10 +177,24 @@ exp_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 	c[0] = 1;
 	for (int i = 1; i <= deg; i++)
 		c[i] = c[i - 1] / i;
-	/* clamp so the reduction stays in range; the selects below fix the ends */
+	if (!m->dbl) {
+		/* float32: 1 + r + r^2 q(r) with q a degree-4 near-minimax fit
+		 * (Lawson-weighted least squares of the relative error on
+		 * |r| <= ln2/2): 1.03 ulp worst case with the float32 rounding,
+		 * as the degree-7 Taylor polynomial, in one FMA less */
+		static const double mm6[5] = {0.4999999403953552, 0.1666652113199234,
+		                              0.04166838899254799, 0.0083687175065279,
+		                              0.0013814613921567798};
+		deg = 6;
+		memcpy(c + 2, mm6, sizeof mm6);
+	}
+	/* Clamp to [lo - 1, hi + 1]: the reduction stays in range, and the ends
+	 * need no select of their own, since 2^n1 2^n2 p overflows to +inf above
+	 * hi and rounds to 0 below lo by itself. A NaN passes the clamps (ordered
+	 * compares are false); its fptosi is poison, but only in the arm the
+	 * final select does not choose. */
 	LLVMValueRef xc = SEL(FCMP(LLVMRealOGT, x, fc(m, hi + 1)), fc(m, hi + 1), x);
 	xc = SEL(FCMP(LLVMRealOLT, xc, fc(m, lo - 1)), fc(m, lo - 1), xc);
-	xc = SEL(FCMP(LLVMRealUNO, x, x), fc(m, 0), xc);
 	/* FMAs: n ln2hi is exact (ln2hi's trailing zeros), so the first step is
 	 * exact either way; the others round once instead of twice */
 	LLVMValueRef t = fma_(m, xc, fc(m, 1.4426950408889634), fc(m, shifter));
@@ -192,8 +206,6 @@ exp_(LLVMBuilderRef b, LLVMValueRef x, bool lowp)
 	LLVMValueRef n1 = LLVMBuildAShr(b, ni, ic(m, 1), "");
 	LLVMValueRef n2 = LLVMBuildSub(b, ni, n1, "");
 	LLVMValueRef res = MUL(MUL(p, pow2i(m, n1)), pow2i(m, n2));
-	res = SEL(FCMP(LLVMRealOGT, x, fc(m, hi)), fc(m, INFINITY), res);
-	res = SEL(FCMP(LLVMRealOLT, x, fc(m, lo)), fc(m, 0), res);
 	return SEL(FCMP(LLVMRealUNO, x, x), x, res);
 }
 
@@ -273,8 +285,9 @@ math_tanh(LLVMBuilderRef b, LLVMValueRef x)
 		LLVMValueRef p = MUL(xc, horner(m, x2, al, 7));
 		LLVMValueRef q = horner(m, x2, be, 4);
 		LLVMValueRef t = DIV(p, q);
-		t = SEL(FCMP(LLVMRealOLT, fabs_(m, x), fc(m, 0.0004)), x, t);
-		return SEL(FCMP(LLVMRealUNO, x, x), x, t); /* NaN stays NaN */
+		/* a NaN x passes both clamps (ordered compares are false), so
+		 * p, q and t are NaN already: no select for it */
+		return SEL(FCMP(LLVMRealOLT, fabs_(m, x), fc(m, 0.0004)), x, t);
 	}
 	/* expm1(u) = u * (1 + u/2 + u^2/6 + ...) */
 	c[0] = 1;

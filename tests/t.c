@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "version.h"
@@ -38,6 +39,16 @@ t_okf(int cond, const char *file, int line, const char *fmt, ...)
 void
 t_sub(const char *name, void (*fn)(void))
 {
+	/* T_ONLY=name[,name...]: run just those subtests (while working on one) */
+	const char *only = getenv("T_ONLY");
+	if (only && *only) {
+		size_t n = strlen(name);
+		const char *p = only;
+		while ((p = strstr(p, name)) && !((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ',')))
+			p += n;
+		if (!p)
+			return;
+	}
 	cur = name;
 	printf("# %s\n", name);
 	fn();

@@ -3,6 +3,8 @@
  *
  *   static void adds(void) { OK(1 + 1 == 2); }
  *   int main(void) { t_sub("adds", adds); return t_done(); }
+ *
+ * T_ONLY=name[,name...] in the environment runs just those subtests.
  */
 #ifndef KCS_T_H
 #define KCS_T_H

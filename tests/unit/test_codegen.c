@@ -919,6 +919,74 @@ math_accuracy(void)
 	OKF(e < 1e-7, "sqrt f32 rel err %g", e);
 }
 
+/* Exp and Tanh at the ends of their ranges, in vector lanes and in the scalar
+ * remainder (67 elements): overflow to +inf, underflow through the
+ * subnormals to 0, infinities, NaN, signed zeros, tiny arguments. */
+static int
+edges1(const char *op, double (*ref)(double), bool f64)
+{
+	static const double xs[] = {
+	    0.0,      -0.0,      1e-30,     -1e-30,   3e-4,      -3e-4,     1.0,       -1.0,
+	    7.99,     -7.99,     8.5,       -8.5,     20.0,      -20.0,     88.0,      88.72,
+	    88.7228,  88.72284,  88.73,     88.8,     89.0,      89.8,      100.0,     1e10,
+	    -87.0,    -87.4,     -88.0,     -95.0,    -100.0,    -103.0,    -103.9,    -103.98,
+	    -104.0,   -105.0,    -106.0,    -1e10,    INFINITY,  -INFINITY, NAN,       -NAN,
+	    700.0,    709.7,     709.79,    710.0,    711.0,     -700.0,    -708.0,    -720.0,
+	    -744.0,   -745.0,    -745.2,    -746.0,   -747.0,    -1e300,    1e300,     22.0,
+	    -22.0,    0.25,      -0.25,     2.5e-5,   -2.5e-5,   5.0,       -5.0,      60.0,
+	    -60.0,    0.5,       -0.5};
+	enum { N = sizeof xs / sizeof xs[0] };
+	G g = {0};
+	K k;
+	const char *dt = f64 ? "float64" : "float32";
+	char sh[8], nm[64];
+	snprintf(sh, sizeof sh, "%d", N);
+	g_in(&g, "x", dt, sh);
+	g_op(&g, op, "y", dt, sh, 1, T("x", dt, sh), NULL, NULL);
+	g_out(&g, "y", dt, sh);
+	snprintf(nm, sizeof nm, "Fused_Edge_%s_%s", op, dt);
+	if (!build(&k, &g, nm, &host, NULL, true))
+		return 1000;
+	float xf[N], yf[N];
+	double xd[N], yd[N];
+	for (int i = 0; i < N; i++)
+		xf[i] = (float)xs[i], xd[i] = xs[i];
+	void *args[] = {f64 ? (void *)xd : (void *)xf, f64 ? (void *)yd : (void *)yf};
+	OK(k.fn(&pool, args, NULL) == 0);
+	int bad = 0;
+	for (int i = 0; i < N; i++) {
+		double x = f64 ? xd[i] : (double)xf[i];
+		double got = f64 ? yd[i] : (double)yf[i];
+		double r = ref(x);
+		if (!f64)
+			r = (double)(float)r; /* the float32 answer, rounded */
+		double tiny = f64 ? 4.9406564584124654e-324 : 1.401298464324817e-45;
+		bool same = isnan(r) ? isnan(got)
+		            : isinf(r) || r == 0 ? got == r && signbit(got) == signbit(r)
+		                                 : fabs(got - r) <= fmax(fabs(r) * (f64 ? 1e-13 : 1e-6), tiny);
+		if (!same) {
+			printf("# %s %s(%.17g) = %.17g, want %.17g\n", dt, op, x, got, r);
+			bad++;
+		}
+	}
+	unload(&k);
+	return bad;
+}
+
+static void
+math_edges(void)
+{
+	int e;
+	e = edges1("Exp", exp, false);
+	OKF(e == 0, "exp f32: %d edge cases wrong", e);
+	e = edges1("Exp", exp, true);
+	OKF(e == 0, "exp f64: %d edge cases wrong", e);
+	e = edges1("Tanh", tanh, false);
+	OKF(e == 0, "tanh f32: %d edge cases wrong", e);
+	e = edges1("Tanh", tanh, true);
+	OKF(e == 0, "tanh f64: %d edge cases wrong", e);
+}
+
 static void
 pow_cases(void)
 {
@@ -3348,6 +3416,7 @@ main(void)
 	t_sub("floor_div_mod", floor_div_mod);
 	t_sub("copy_and_const_outputs", copy_and_const_outputs);
 	t_sub("math_accuracy", math_accuracy);
+	t_sub("math_edges", math_edges);
 	t_sub("pow_cases", pow_cases);
 	t_sub("math_outlined", math_outlined);
 	t_sub("math_vector_calls", math_vector_calls);
