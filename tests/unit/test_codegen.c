@@ -2138,6 +2138,10 @@ layernorm(void)
 		K k;
 		g_layernorm(&g, R, Cn);
 		OK(build(&k, &g, "Fused_LayerNorm", &host, NULL, true));
+		/* rows of 48+ vectors: LLVM must not fully unroll the passes
+		 * (emit_llvm.c unroll_off), or GVN keeps the row in spilled registers */
+		OKF(k.art.ir && strstr(k.art.ir, "llvm.loop.unroll.disable"),
+		    "layernorm %s: long row loops carry unroll.disable", sh);
 		if (!k.fn) {
 			unload(&k);
 			continue;
