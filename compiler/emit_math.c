@@ -4,8 +4,10 @@
  *
  * Every function is branch-free (special cases are `select`s) and generic
  * over float/double: the type of the argument picks the constants.
- *   exp   Cody-Waite reduction x = n ln2 + r, Taylor polynomial in r,
- *         2^n applied as two exact power-of-two products (subnormals work)
+ *   exp   Cody-Waite reduction x = n ln2 + r, polynomial in r (Taylor for
+ *         float64, near-minimax for float32), 2^n applied as two exact
+ *         power-of-two products (subnormals work; overflow and underflow
+ *         come out of the scaling itself)
  *   log   x = m 2^e, m in [sqrt(1/2), sqrt(2)), atanh series in s=(m-1)/(m+1)
  *   tanh  expm1(2|x|) (Taylor below 0.5, exp-1 above) / (expm1 + 2)
  *   erf   float32: Taylor series below 0.5, Abramowitz-Stegun 7.1.26 above
