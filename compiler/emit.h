@@ -42,6 +42,12 @@ typedef struct Em {
 LLVMValueRef em_expr(Em *E, const LnExpr *e);                    /* memoised */
 void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v); /* narrows */
 void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);       /* !llvm.loop */
+/* !llvm.loop for a loop of exactly width x unroll iterations, to become
+ * unroll vector ops each: vectorised, interleaved, and never fully unrolled
+ * as scalars first (O3 runs its full unroll before the loop vectorizer, and
+ * SLP does not always rebuild the vectors: a transposed block cast to
+ * float16 was stored a half at a time) */
+void em_vector_md(Em *E, LLVMValueRef br, int width, int unroll);
 void em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name);
 LLVMValueRef em_entry_alloca(Em *E, LLVMTypeRef t); /* in E->fn's entry block */
 LLVMValueRef em_idx(Em *E, const LnIdx *x);         /* an index as i64 */

@@ -697,7 +697,7 @@ unroll_off(const LnLoop *lp)
 /* !llvm.loop !{self, vectorize.enable, vectorize.width, interleave.count,
  * unroll.disable (see unroll_off)} */
 static void
-loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)
+loop_md(Em *E, LLVMValueRef br, const LnLoop *lp, bool keep)
 {
 	LLVMMetadataRef ops[5], tmp, node;
 	int n = 1;
@@ -723,7 +723,7 @@ loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)
 		        E->i32, (lp->kind & LNL_UNROLLED) ? (unsigned)lp->unroll : 1, 0))};
 		ops[n++] = LLVMMDNodeInContext2(E->ctx, il, 2);
 	}
-	if (unroll_off(lp)) {
+	if (keep || unroll_off(lp)) {
 		LLVMMetadataRef ud = LLVMMDStringInContext2(E->ctx, "llvm.loop.unroll.disable", 24);
 		ops[n++] = LLVMMDNodeInContext2(E->ctx, &ud, 1);
 	}
@@ -1039,7 +1039,7 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	LLVMSetNUW(next, 1);
 	LLVMSetNSW(next, 1);
 	br = LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, next, end, ""), header, exit);
-	loop_md(E, br, lp);
+	loop_md(E, br, lp, false);
 	LLVMBasicBlockRef latch = LLVMGetInsertBlock(E->b);
 	LLVMAddIncoming(phi, &next, &latch, 1);
 	LLVMPositionBuilderAtEnd(E->b, exit);
@@ -1459,7 +1459,17 @@ em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v)
 void
 em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)
 {
-	loop_md(E, br, lp);
+	loop_md(E, br, lp, false);
+}
+
+void
+em_vector_md(Em *E, LLVMValueRef br, int width, int unroll)
+{
+	LnLoop lp = {.extent = width * unroll,
+	             .kind = LNL_VECTORIZED | (unroll > 1 ? LNL_UNROLLED : 0),
+	             .width = width,
+	             .unroll = unroll};
+	loop_md(E, br, &lp, true);
 }
 
 void

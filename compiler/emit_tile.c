@@ -345,7 +345,6 @@ subblock(Em *E, const Plan *P, LLVMValueRef p, LLVMValueRef q)
 		return true;
 	/* the stores, a row of the sub-block at a time, over the block */
 	EmLoop lr, lc;
-	LnLoop vec = {0};
 	LLVMValueRef r = em_loop_open(E, &lr, k64(E, 0), k64(E, vw), 1, "tile_row");
 	LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, vw), 1, "tile_col");
 	E->var[P->vp] = add(E, p, r);
@@ -353,9 +352,7 @@ subblock(Em *E, const Plan *P, LLVMValueRef p, LLVMValueRef q)
 	E->vw = vw;
 	if (!stores(E, P, add(E, LLVMBuildMul(b, r, k64(E, vw), ""), c)))
 		return false;
-	vec.kind = LNL_VECTORIZED;
-	vec.width = vw;
-	em_loop_md(E, em_loop_close(E, &lc), &vec);
+	em_vector_md(E, em_loop_close(E, &lc), vw, 1);
 	em_plain_md(E, em_loop_close(E, &lr), 1);
 	if (P->nts >= 0) { /* the non-temporal output's block, a row at a time */
 		const LnStore *s = &st->stores[P->nts];

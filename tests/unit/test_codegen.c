@@ -2581,6 +2581,37 @@ transpose_tiles(void)
 		const char *want[] = {"tiled 32x32", NULL};
 		check_interp(&g, "transpose 61x37 dump", NULL, want, NULL);
 	}
+	/* a transposed block cast to float16 is stored a vector row at a time
+	 * (emit_tile.c keeps its row loop a loop until LoopVectorize: O3's full
+	 * unroll came first and left one scalar conversion per element) */
+	if (strstr(host.features, "+f16c")) {
+		G g = {0};
+		K k;
+		const char *pa = "[{\"name\":\"perm\",\"value\":[1,0]}]";
+		g_in(&g, "x", "float32", "96,80");
+		g_op(&g, "Cast", "h", "float16", "96,80", 1, T("x", "float32", "96,80"), NULL, NULL);
+		g_opa(&g, "Transpose", pa, "y", "float16", "80,96", 1, T("h", "float16", "96,80"),
+		      NULL, NULL);
+		g_out(&g, "y", "float16", "80,96");
+		OK(build(&k, &g, "Fused_Cast_Transpose", &host, NULL, true));
+		char want[48];
+		snprintf(want, sizeof want, "fptrunc <%d x float>", host_vector_width());
+		OKF(k.art.ir && strstr(k.art.ir, want), "cast+transpose IR has %s", want);
+		if (k.fn) {
+			float x[96 * 80];
+			uint16_t y[80 * 96];
+			for (int i = 0; i < 96 * 80; i++)
+				x[i] = (float)(i % 1000) * 0.37f - 100.0f;
+			void *args[] = {x, y};
+			OK(k.fn(&pool, args, NULL) == 0);
+			int bad = 0;
+			for (int r = 0; r < 96; r++)
+				for (int c = 0; c < 80; c++)
+					bad += y[c * 96 + r] != f2h(x[r * 80 + c]);
+			OKF(bad == 0, "cast+transpose: %d wrong", bad);
+		}
+		unload(&k);
+	}
 	/* a permuted copy keeping the last axis ([0,2,1,3], runs of 16 floats):
 	 * the outer loops follow the input ([64, 8, 12, 16]), not the output
 	 * ([64, 12, 8, 16]); runs of 4 floats (16 bytes) and tile 1 keep the
