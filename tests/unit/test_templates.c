@@ -614,6 +614,14 @@ check(Case *cs)
 		if (!strcmp(kc_schedule_template(s), "matmul"))
 			st = kc_schedule_from_json(c, g, &host, kc_schedule_template(s), knobs, &s1,
 			                           &err);
+		/* an injective one a tile size too (tiled transposes: tiles that
+		 * hold 1, 2 or 4 vw-column groups of a narrowing cast's sub-block) */
+		static const int tiles[] = {16, 32, 64, 256};
+		if (!strcmp(kc_schedule_template(s), "injective")) {
+			snprintf(knobs, sizeof knobs, "{\"parallel_grain\":1,\"tile\":%d}",
+			         tiles[cs->seed / 2 % 4]);
+			st = kc_schedule_from_json(c, g, &host, "injective", knobs, &s1, &err);
+		}
 		if (st == KC_OK) {
 			snprintf(what1, sizeof what1, "3-thread runtime, knobs %s", knobs);
 			cs->blocks_ran = true;
@@ -1507,7 +1515,9 @@ transpose(void)
 	static const char *const casts[][2] = {{"float32", "float16"}, {"float16", "float32"},
 	                                       {"int8", "float32"},    {"float32", "int32"},
 	                                       {"float64", "float32"}, {"bool", "float32"},
-	                                       {"uint8", "int64"},     {"bfloat16", "float64"}};
+	                                       {"uint8", "int64"},     {"bfloat16", "float64"},
+	                                       {"float32", "int8"},    {"int32", "bool"},
+	                                       {"float64", "float16"}, {"int64", "int16"}};
 	for (size_t c = 0; c < sizeof casts / sizeof casts[0]; c++)
 		tr_post(casts[c][0], 2, c % 2 ? t2a : t2b, p2, "cast", casts[c][1]);
 	static const char *const muls[] = {"float32", "float16", "float64", "int32", "int8"};
@@ -1517,6 +1527,9 @@ transpose(void)
 	 * (with AVX-512), the tiles starting at the first aligned column of
 	 * the element-aligned buffers of the threaded run */
 	tr_post("float32", 2, (const int64_t[]){1040, 1024}, p2, "mul", NULL);
+	/* a narrowing cast: sub-blocks of two vw-column groups, so each
+	 * float16 row is a whole line, streamed */
+	tr_post("float32", 2, (const int64_t[]){1056, 2048}, p2, "cast", "float16");
 	tr_post("float64", 2, (const int64_t[]){1031, 528}, p2, NULL, NULL);
 	/* permuted copies keeping the last axis: the input's loop order; large
 	 * ones stored non-temporally from each row's first aligned element */
