@@ -48,6 +48,9 @@ void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);       /* !llvm.loop *
  * SLP does not always rebuild the vectors: a transposed block cast to
  * float16 was stored a half at a time) */
 void em_vector_md(Em *E, LLVMValueRef br, int width, int unroll);
+/* "stackrealign" on a function that may spill vectors (the stage bodies
+ * and their outlined pieces): see emit_body */
+void em_realign_stack(Em *E, LLVMValueRef fn);
 void em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name);
 LLVMValueRef em_entry_alloca(Em *E, LLVMTypeRef t); /* in E->fn's entry block */
 LLVMValueRef em_idx(Em *E, const LnIdx *x);         /* an index as i64 */

@@ -713,6 +713,10 @@ math_fn(LLVMModuleRef mod, MathFn f, LLVMTypeRef t, const char *name, LLVMValueR
 	fn_attr(cx, fn, "willreturn", 0);
 	fn_attr(cx, fn, "nosync", 0);
 	fn_attr(cx, fn, "memory", 0); /* memory(none) */
+	/* its vector spills aligned whatever the caller's stack (emit_llvm.c
+	 * emit_body) */
+	LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+	                        LLVMCreateStringAttribute(cx, "stackrealign", 12, "", 0));
 	LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
 	LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cx, fn, "entry"));
 	LLVMValueRef a[2] = {LLVMGetParam(fn, 0), n > 1 ? LLVMGetParam(fn, 1) : NULL};

@@ -463,6 +463,7 @@ outline(Em *E, Plan *P, const char *what, int nx, Piece emit)
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
 	em_add_attr(E, fn, LLVMAttributeFunctionIndex, "nounwind");
 	em_add_attr(E, fn, LLVMAttributeFunctionIndex, "noinline");
+	em_realign_stack(E, fn);
 	for (int i = 0; i < nb; i++) {
 		em_add_attr(E, fn, (unsigned)i + 1, "noalias");
 		em_add_attr(E, fn, (unsigned)i + 1, "nocapture");

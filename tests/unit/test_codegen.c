@@ -1202,6 +1202,20 @@ math_vector_calls(void)
 		    count_str(as.data, vec));
 		OKF(count_str(as.data, sc) <= 1, "%s: %d scalar pow calls", ts[i].target,
 		    count_str(as.data, sc));
+		/* vectors live across the calls are spilled to aligned slots
+		 * ("stackrealign"): an unaligned zmm spill split a cache line
+		 * whenever the caller's stack sat off 64 bytes */
+		int unaligned = 0;
+		for (const char *l = as.data; l && *l;) {
+			const char *e = strchr(l, '\n');
+			size_t n = e ? (size_t)(e - l) : strlen(l);
+			char line[256];
+			snprintf(line, sizeof line, "%.*s", (int)(n < 255 ? n : 255), l);
+			unaligned += strstr(line, "vmovups") && strstr(line, "(%rsp)") &&
+			             strstr(line, "%zmm") != NULL;
+			l = e ? e + 1 : NULL;
+		}
+		OKF(unaligned == 0, "%s: %d unaligned zmm spills", ts[i].target, unaligned);
 		kc_buf_free(&as);
 		unload(&k);
 	}
