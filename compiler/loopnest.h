@@ -314,15 +314,18 @@ bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
 typedef enum GemmOperand {
 	GEMM_DIRECT,      /* from its buffer, batch stride = its matrix size */
 	GEMM_DIRECT_BC,   /* from its buffer, one matrix for every batch */
-	GEMM_COPY,        /* computed: materialised into a workspace first */
+	GEMM_COPY,        /* computed or not float32: copied into a float32
+	                   * workspace first */
 	GEMM_COPY_BC,     /* batch-broadcast unlike v: copied to v's batch dims */
 } GemmOperand;
 GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat);
 /* Does MatMul node nd lower to a GEMM stage (rather than the generic
- * reduction)? float32 operands and result, M >= 2, nothing empty. Decided
- * from the graph alone (mat: per value id, materialised), so
- * ln_count_stages agrees with ln_lower; *ncopies gets the operand copy
- * stages it needs. */
+ * reduction)? float32, float16 or bfloat16 operands and result (the GEMM
+ * itself is float32: half operands are converted by their copy stage, a
+ * half result by a cast stage after it, which runs as the GEMM's fused
+ * epilogue), M >= 2, nothing empty. Decided from the graph alone (mat: per
+ * value id, materialised), so ln_count_stages agrees with ln_lower;
+ * *ncopies gets the extra stages it needs (operand copies, the cast). */
 bool gemm_applies(const IrNode *nd, const bool *mat, int *ncopies);
 /* Resolves the blocking of st's GEMM from knobs k (0 = chosen from the
  * shape, deterministically; kc capped at K, and for a long K at its

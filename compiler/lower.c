@@ -1437,7 +1437,7 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
 	}
 	int buf = workspace_raw(
 	    ln, arena_printf(ln->arena, "%s:copy", u->tensor_name ? u->tensor_name : "?"),
-	    u->dtype, cp.numel);
+	    KC_DT_FLOAT32, cp.numel);
 	LnStage *st = stage_new(L, (*s)++);
 	LnIdx *idx[KC_MAX_RANK], *j[KC_MAX_RANK];
 	shape_loops(ln, st, &cp, idx);
@@ -1451,6 +1451,7 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
 	st->stores[0].idx = linearize(ln, idx, cp.shape, cp.rank);
 	if (!(st->stores[0].value = value_at(L, u, j)))
 		return -1;
+	st->stores[0].value = coerce(ln, st->stores[0].value, KC_DT_FLOAT32);
 	collapse(ln, st);
 	return buf;
 }
@@ -1504,9 +1505,33 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 {
 	LoopNest *ln = L->ln;
 	int ncopies;
-	if (gemm_applies(nd, L->mat, &ncopies))
-		return gemm_stage(L, nd, buf, s);
 	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
+	if (gemm_applies(nd, L->mat, &ncopies)) {
+		if (v->dtype == KC_DT_FLOAT32)
+			return gemm_stage(L, nd, buf, s);
+		/* a half result: the GEMM into a float32 workspace, then its
+		 * cast, an injective stage that reads C at its own index (so it
+		 * runs as the GEMM's fused epilogue, on each finished tile) */
+		int c32 = workspace_raw(
+		    ln, arena_printf(ln->arena, "%s:f32", v->tensor_name ? v->tensor_name : "?"),
+		    KC_DT_FLOAT32, v->numel);
+		KcStatus r = gemm_stage(L, nd, c32, s);
+		if (r != KC_OK)
+			return r;
+		LnStage *st = stage_new(L, (*s)++);
+		LnIdx *ix[KC_MAX_RANK];
+		shape_loops(ln, st, v, ix);
+		LnExpr *c = expr_new(ln, LNE_LOAD, KC_DT_FLOAT32);
+		c->buf = c32;
+		c->idx = linearize(ln, ix, v->shape, v->rank);
+		st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+		st->nstores = 1;
+		st->stores[0].buf = buf;
+		st->stores[0].idx = linearize(ln, ix, v->shape, v->rank);
+		st->stores[0].value = coerce(ln, c, v->dtype);
+		collapse(ln, st);
+		return KC_OK;
+	}
 	int vr = v->rank, pa = -1, pb = -1;
 	int64_t K = nd->attrs.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
 	LnIdx *idx[KC_MAX_RANK], *ja[KC_MAX_RANK], *jb[KC_MAX_RANK], *kx;

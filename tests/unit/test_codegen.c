@@ -3028,9 +3028,11 @@ matmuls(void)
 	    {0, 0, 5, 1, 9, 1, 1, 0},    {2, 0, 4, 5, 6, 0, 0, 0},    {2, 1, 3, 33, 2, 0, 1, 0},
 	    {0, 0, 19, 100, 8, 0, 1, 1},
 	    /* a long K: K-blocks of at most 32 (lower_gemm.c), the api's
-	     * verify tolerance 1e-4 + 1e-4 |want| */
+	     * verify tolerance 1e-4 + 1e-4 |want|; 13 at K = 30011, 4 at
+	     * 98304; past that the reduction stage */
 	    {0, 0, 5, 12289, 37, 0, 0, 0}, {0, 0, 33, 8192, 20, 0, 1, 0},
-	    {0, 0, 3, 30011, 5, 0, 0, 0},
+	    {0, 0, 3, 30011, 5, 0, 0, 0},  {0, 0, 7, 98304, 19, 0, 1, 0},
+	    {0, 0, 2, 98305, 3, 0, 0, 0},
 	};
 	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
 		int M = cs[ci].M, KK = cs[ci].KK, N = cs[ci].N,
@@ -3112,13 +3114,14 @@ matmuls(void)
 		OKF(bad == 0, "matmul %s x %s (ta %d tb %d %s): %d bad", sa, sb, cs[ci].ta,
 		    cs[ci].tb, dt, bad);
 		if (KK > 4096) { /* the GEMM with short K-blocks */
-			if (KK > 24576) { /* past the cap even at kc 16: the reduction */
+			if (KK > 98304) { /* past the cap even at kc 4: the reduction */
 				OKF(!strstr(k.dump.data, " gemm "), "matmul K=%d: no GEMM", KK);
 				free(fa), free(fb), free(xa), free(xb), free(o1), free(o2);
 				unload(&k);
 				continue;
 			}
-			char kcs[32]; /* 32 x 12288 terms per result: 31 for 12289, 48 for 8192 */
+			char kcs[32]; /* 32 x 12288 terms per result: 31 for 12289, 48 for 8192,
+			               * 13 for 30011, 4 for 98304 */
 			snprintf(kcs, sizeof kcs, "kc %d,", 32 * 12288 / KK);
 			OKF(strstr(k.dump.data, kcs), "matmul K=%d: short K-blocks (%s)", KK, kcs);
 			K k2; /* an explicit kc is capped too */

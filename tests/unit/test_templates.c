@@ -960,6 +960,13 @@ matmul(void)
 		mm2(N, K, M, (i >> 1) & 1, i & 1, "float16", "float32", 0);
 	}
 	mm2(64, 768, 768, false, true, "float16", "float16", 0);
+	/* bfloat16 -> bfloat16 and -> float32 (a float32 GEMM on converted
+	 * copies, like float16) */
+	for (int i = 0; i < NSW; i += 3) {
+		int64_t M = SW[(i + 2) % NSW], N = SW[(i + 5) % NSW], K = SW[(i + 9) % NSW];
+		mm2(M, N, K, i & 1, (i >> 1) & 1, "bfloat16", "bfloat16", 0);
+		mm2(N, K, M, (i >> 1) & 1, i & 1, "bfloat16", "float32", 0);
+	}
 	/* int32: exact */
 	for (int i = 0; i < NSW; i += full ? 1 : 2)
 		mm2(SW[i], SW[(i + 3) % NSW], SW[(i + 7) % NSW], i & 2, i & 4, "int32", "int32", 0);
