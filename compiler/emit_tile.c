@@ -26,10 +26,11 @@
  *           at a time, in a vw-wide loop the loop vectorizer turns into
  *           one vector operation per row, the transposed loads reading
  *           the block and every other load its buffer: the ops apply to
- *           the transposed vectors. A stage storing narrower elements
- *           than it loads (a float32 transpose cast to float16) takes qn
- *           groups of vw columns per sub-block (vw x qn vw, qn 2 or 4),
- *           so each output row it writes is a whole cache line
+ *           the transposed vectors. A stage whose vw-element store rows
+ *           are shorter than a line (a float32 transpose cast to
+ *           float16) takes qn groups of vw columns per sub-block (vw x
+ *           qn vw, qn 2 or 4), so each output row it writes is a whole
+ *           cache line
  *   the rest (rows pe.. of the range, columns qe.. of the rows before) in
  *   scalar loops over the stage's stores
  *
@@ -242,13 +243,14 @@ plan(Em *E, const LnStage *st, Plan *P)
 		if (rows[i] && (!narrow || bytes < narrow))
 			narrow = bytes;
 	}
-	/* A stage that computes (not a move) and stores elements narrower
-	 * than its transposed loads' (a float32 transpose cast to float16)
-	 * would write each output row half a line per sub-block: its
+	/* A stage that computes (not a move) and whose narrowest contiguous
+	 * store writes less than a line per sub-block row (vw elements of a
+	 * float32 transpose cast to float16 are 32 bytes; of int8, 16) would
+	 * write each output line in pieces, from different sub-blocks: its
 	 * sub-blocks take qn groups of vw columns instead, so that a row is
 	 * a whole line (cached: written at once; large: streamed), when the
-	 * tile holds whole groups. Float32 4096^2 to float16: 10.7-12 ms
-	 * with half lines. */
+	 * tile holds whole groups. Float32 4096^2 to float16: 10.7-12 ms in
+	 * half lines, 8 ms in whole streamed ones. */
 	if (P->vw > 1 && !P->move)
 		while (narrow && P->vw * P->qn * narrow < LINE && P->qn < 4 &&
 		       st->tile % (2 * P->qn * P->vw) == 0)
