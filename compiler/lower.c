@@ -1306,6 +1306,19 @@ red_loops(LoopNest *ln, LnStage *st, const IrValue *u, const bool *red, LnIdx **
 		st->ninner = 0; /* nothing to reduce: an injective stage */
 }
 
+/* Stage st's one store: value at buf[idx]. False when value is NULL (a
+ * failed value_at, whose error is already recorded). */
+static bool
+one_store(LoopNest *ln, LnStage *st, int buf, LnIdx *idx, LnExpr *value)
+{
+	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
+	st->nstores = 1;
+	st->stores[0].buf = buf;
+	st->stores[0].idx = idx;
+	st->stores[0].value = value;
+	return value != NULL;
+}
+
 /* The one store of reduction stage st, combining with red_op, and its
  * accumulator workspace when the reduction is outer-axis (ninner > 0). */
 static void
@@ -1316,11 +1329,7 @@ red_store(LoopNest *ln, LnStage *st, IrOp red_op, int buf, LnIdx *sidx, LnExpr *
 		red_op = IR_OP_MAXIMUM; /* a bool sum saturates: any */
 	st->red_op = red_op;
 	st->acc = acc_dtype(st, red_op, value->dtype);
-	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
-	st->nstores = 1;
-	st->stores[0].buf = buf;
-	st->stores[0].idx = sidx;
-	st->stores[0].value = value;
+	one_store(ln, st, buf, sidx, value);
 	st->accbuf = -1;
 	if (st->ninner > 0)
 		st->accbuf = workspace_raw(ln, arena_printf(ln->arena, "%s:acc", name), st->acc,
@@ -1362,6 +1371,39 @@ workspace_raw(LoopNest *ln, const char *name, KcDtype dt, int64_t numel)
 	return ln->nbufs++;
 }
 
+/* A new workspace buffer named after value u: "<tensor>:<what>". */
+static int
+workspace_of(LoopNest *ln, const IrValue *u, const char *what, KcDtype dt, int64_t numel)
+{
+	return workspace_raw(
+	    ln, arena_printf(ln->arena, "%s:%s", u->tensor_name ? u->tensor_name : "?", what), dt,
+	    numel);
+}
+
+/* A copy stage: for every index i of shape sh, buf[i] = value(j), with j
+ * filled by the caller from i (idx) after this returns. The caller then
+ * calls copy_store. */
+static LnStage *
+copy_stage(Lower *L, int *s, const IrValue *sh, LnIdx **idx)
+{
+	LnStage *st = stage_new(L, (*s)++);
+	shape_loops(L->ln, st, sh, idx);
+	return st;
+}
+
+/* copy_stage's store: buf[idx over sh] = value coerced to dt; false when
+ * value is NULL. */
+static bool
+copy_store(LoopNest *ln, LnStage *st, int buf, LnIdx **idx, const IrValue *sh, LnExpr *value,
+           KcDtype dt)
+{
+	if (!one_store(ln, st, buf, linearize(ln, idx, sh->shape, sh->rank), value))
+		return false;
+	st->stores[0].value = coerce(ln, value, dt);
+	collapse(ln, st);
+	return true;
+}
+
 /* The index of operand u's element [batch..., r, c] of a MatMul whose
  * output has rank vr: u's batch dims align right with the output's and
  * broadcast; (r, c) are u's last two dims as stored. */
@@ -1386,32 +1428,15 @@ mm_pack(Lower *L, const IrValue *u, int *s)
 	LnIdx *idx[KC_MAX_RANK], *j[KC_MAX_RANK];
 	pk.shape[u->rank - 2] = u->shape[u->rank - 1];
 	pk.shape[u->rank - 1] = u->shape[u->rank - 2];
-	int buf = workspace_raw(
-	    ln, arena_printf(ln->arena, "%s:packed", u->tensor_name ? u->tensor_name : "?"),
-	    u->dtype, u->numel);
-	LnStage *st = stage_new(L, (*s)++);
-	shape_loops(ln, st, &pk, idx);
+	int buf = workspace_of(ln, u, "packed", u->dtype, u->numel);
+	LnStage *st = copy_stage(L, s, &pk, idx);
 	for (int d = 0; d < u->rank - 2; d++)
 		j[d] = idx[d];
 	j[u->rank - 2] = idx[u->rank - 1];
 	j[u->rank - 1] = idx[u->rank - 2];
-	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
-	st->nstores = 1;
-	st->stores[0].buf = buf;
-	st->stores[0].idx = linearize(ln, idx, pk.shape, pk.rank);
-	st->stores[0].value = value_at(L, u, j);
-	if (!st->stores[0].value)
-		return -1;
-	collapse(ln, st);
-	return buf;
+	return copy_store(ln, st, buf, idx, &pk, value_at(L, u, j), u->dtype) ? buf : -1;
 }
 
-/* MatMul/BatchMatMul into buf: operands that are not k-contiguous are
- * packed first (transpose_a: a; !transpose_b: b), then one reduction
- * stage: spatial loops over the output [batch..., M, N], the reduction loop
- * over K innermost, so both operands stream contiguously and the loop
- * vectorises as a dot product. (Issue 4's templates replace this with
- * register blocking; it is the correct baseline.) */
 /* MatMul as a GEMM stage (lower_gemm.c): operand u's buffer and strides,
  * after a copy stage when gemm_operand says so. */
 static int
@@ -1435,25 +1460,14 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
 		for (int d = 0; d < cp.rank; d++)
 			cp.numel *= cp.shape[d];
 	}
-	int buf = workspace_raw(
-	    ln, arena_printf(ln->arena, "%s:copy", u->tensor_name ? u->tensor_name : "?"),
-	    KC_DT_FLOAT32, cp.numel);
-	LnStage *st = stage_new(L, (*s)++);
+	int buf = workspace_of(ln, u, "copy", KC_DT_FLOAT32, cp.numel);
 	LnIdx *idx[KC_MAX_RANK], *j[KC_MAX_RANK];
-	shape_loops(ln, st, &cp, idx);
+	LnStage *st = copy_stage(L, s, &cp, idx);
 	if (k == GEMM_COPY_BC)
 		mm_operand_idx(ln, u, cp.rank, idx, idx[cp.rank - 2], idx[cp.rank - 1], j);
 	else
 		memcpy(j, idx, sizeof(LnIdx *) * (size_t)u->rank);
-	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
-	st->nstores = 1;
-	st->stores[0].buf = buf;
-	st->stores[0].idx = linearize(ln, idx, cp.shape, cp.rank);
-	if (!(st->stores[0].value = value_at(L, u, j)))
-		return -1;
-	st->stores[0].value = coerce(ln, st->stores[0].value, KC_DT_FLOAT32);
-	collapse(ln, st);
-	return buf;
+	return copy_store(ln, st, buf, idx, &cp, value_at(L, u, j), KC_DT_FLOAT32) ? buf : -1;
 }
 
 static KcStatus
@@ -1480,9 +1494,7 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	G->b_ks = nd->attrs.trans_b ? 1 : bc; /* b is [K, N], or [N, K] */
 	G->b_ns = nd->attrs.trans_b ? bc : 1;
 	G->c = buf;
-	G->acc = workspace_raw(
-	    ln, arena_printf(ln->arena, "%s:acc", v->tensor_name ? v->tensor_name : "?"),
-	    KC_DT_FLOAT64, G->batch * G->M * G->N);
+	G->acc = workspace_of(ln, v, "acc", KC_DT_FLOAT64, G->batch * G->M * G->N);
 	LnStage *st = stage_new(L, (*s)++);
 	st->gemm = G;
 	st->nloops = 1;
@@ -1500,6 +1512,14 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	return KC_OK;
 }
 
+/* MatMul/BatchMatMul into buf. Where gemm_applies (lower_gemm.c), a GEMM
+ * stage (float32 copies of half operands first; a half result goes through
+ * a float32 workspace and a cast stage that runs as the GEMM's fused
+ * epilogue). Otherwise the reduction baseline: operands that are not
+ * k-contiguous are packed first (transpose_a: a; !transpose_b: b), then one
+ * reduction stage, spatial loops over the output [batch..., M, N] and the
+ * reduction loop over K innermost, so both operands stream contiguously and
+ * the loop vectorises as a dot product. */
 static KcStatus
 matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 {
@@ -1512,24 +1532,16 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 		/* a half result: the GEMM into a float32 workspace, then its
 		 * cast, an injective stage that reads C at its own index (so it
 		 * runs as the GEMM's fused epilogue, on each finished tile) */
-		int c32 = workspace_raw(
-		    ln, arena_printf(ln->arena, "%s:f32", v->tensor_name ? v->tensor_name : "?"),
-		    KC_DT_FLOAT32, v->numel);
+		int c32 = workspace_of(ln, v, "f32", KC_DT_FLOAT32, v->numel);
 		KcStatus r = gemm_stage(L, nd, c32, s);
 		if (r != KC_OK)
 			return r;
-		LnStage *st = stage_new(L, (*s)++);
 		LnIdx *ix[KC_MAX_RANK];
-		shape_loops(ln, st, v, ix);
+		LnStage *st = copy_stage(L, s, v, ix);
 		LnExpr *c = expr_new(ln, LNE_LOAD, KC_DT_FLOAT32);
 		c->buf = c32;
 		c->idx = linearize(ln, ix, v->shape, v->rank);
-		st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
-		st->nstores = 1;
-		st->stores[0].buf = buf;
-		st->stores[0].idx = linearize(ln, ix, v->shape, v->rank);
-		st->stores[0].value = coerce(ln, c, v->dtype);
-		collapse(ln, st);
+		copy_store(ln, st, buf, ix, v, c, v->dtype);
 		return KC_OK;
 	}
 	int vr = v->rank, pa = -1, pb = -1;
@@ -1573,11 +1585,7 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	}
 	st->red_op = IR_OP_ADD;
 	st->acc = acc_dtype(st, IR_OP_ADD, v->dtype);
-	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
-	st->nstores = 1;
-	st->stores[0].buf = buf;
-	st->stores[0].idx = linearize(ln, idx, v->shape, v->rank);
-	st->stores[0].value = expr_op(ln, IR_OP_MUL, v->dtype, 2, x);
+	one_store(ln, st, buf, linearize(ln, idx, v->shape, v->rank), expr_op(ln, IR_OP_MUL, v->dtype, 2, x));
 	collapse(ln, st);
 	return KC_OK;
 }
@@ -1685,11 +1693,7 @@ conv_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 		xv = expr_op(ln, IR_OP_SELECT, xv->dtype, 3, s3);
 	}
 	LnExpr *m[2] = {coerce(ln, xv, v->dtype), coerce(ln, wv, v->dtype)};
-	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
-	st->nstores = 1;
-	st->stores[0].buf = buf;
-	st->stores[0].idx = linearize(ln, o, v->shape, v->rank);
-	st->stores[0].value = expr_op(ln, IR_OP_MUL, v->dtype, 2, m);
+	one_store(ln, st, buf, linearize(ln, o, v->shape, v->rank), expr_op(ln, IR_OP_MUL, v->dtype, 2, m));
 	return KC_OK;
 }
 
@@ -1889,12 +1893,7 @@ pool_stages(Lower *L, const IrNode *nd, int buf, int *s)
 		c = coerce(ln, c, KC_DT_FLOAT64);
 		cnt = cnt ? expr2(ln, IR_OP_MUL, KC_DT_FLOAT64, cnt, c) : c;
 	}
-	st->stores = ARENA_ARRAY(ln->arena, LnStore, 1);
-	st->nstores = 1;
-	st->stores[0].buf = buf;
-	st->stores[0].idx = linearize(ln, o, v->shape, v->rank);
-	st->stores[0].value =
-	    coerce(ln, expr2(ln, IR_OP_REAL_DIV, KC_DT_FLOAT64, sum, cnt), v->dtype);
+	one_store(ln, st, buf, linearize(ln, o, v->shape, v->rank), coerce(ln, expr2(ln, IR_OP_REAL_DIV, KC_DT_FLOAT64, sum, cnt), v->dtype));
 	collapse(ln, st);
 	return KC_OK;
 }
