@@ -121,15 +121,6 @@ em_plain_md(Em *E, LLVMValueRef br, int unroll)
 	                LLVMMetadataAsValue(E->ctx, node));
 }
 
-static void
-vec_md(Em *E, LLVMValueRef br, int vw)
-{
-	LnLoop lp = {0};
-	lp.kind = LNL_VECTORIZED;
-	lp.width = vw;
-	em_loop_md(E, br, &lp);
-}
-
 static LLVMValueRef
 load_f(Em *E, LLVMTypeRef t, LLVMValueRef p, unsigned align)
 {
@@ -272,6 +263,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 
 	KC_ASSERT(mr >= 1 && mr <= 16 && nv >= 1 && mr * nv <= 32);
 	LLVMValueRef bp = entry_array(E, G->kc * G->nc, 64);
+	LLVMValueRef ap = G->a_pack ? entry_array(E, (int64_t)mr * G->kc, 64) : NULL;
 	/* a finished tile goes through the stack when K has several blocks,
 	 * it has an epilogue or it may be partial */
 	bool need_tile = !single_k || ep || !full_m || !full_n;
@@ -289,7 +281,11 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef n0 = LLVMBuildMul(b, jn, k64(E, G->nc), "n0");
 	LLVMValueRef mcur = smin(E, k64(E, G->mc), LLVMBuildSub(b, k64(E, G->M), m0, ""));
 	LLVMValueRef ncur = smin(E, k64(E, G->nc), LLVMBuildSub(b, k64(E, G->N), n0, ""));
-	LLVMValueRef Ab = gep(E, A, LLVMBuildMul(b, bi, k64(E, G->a_bs), ""));
+	/* A's elements as stored: float32, or with a_pack a half (i16 bits) */
+	KcDtype adt = E->ln->bufs[G->a].dtype;
+	LLVMTypeRef aet = G->a_pack ? E->i16 : E->f32;
+	LLVMValueRef ab_off = LLVMBuildMul(b, bi, k64(E, G->a_bs), "");
+	LLVMValueRef Ab = LLVMBuildInBoundsGEP2(b, aet, A, &ab_off, 1, "");
 	LLVMValueRef Bb = gep(E, B, LLVMBuildMul(b, bi, k64(E, G->b_bs), ""));
 	LLVMValueRef Cb = gep(E, C, LLVMBuildMul(b, bi, k64(E, G->M * G->N), ""));
 
@@ -435,13 +431,45 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		dsh = LLVMBuildSub(b, mp, ms, "dsh");
 	}
 	LLVMValueRef rowp[16];
-	for (int r = 0; r < mr; r++) {
+	int64_t a_ks = G->a_ks; /* of the rows the micro-kernel reads */
+	if (G->a_pack) {
+		/* a half A: its mr x kcur block, converted to float32 into the
+		 * stack panel ap (row r at r * kc) once, then read by every
+		 * column tile of the micro-panel; along contiguous rows the
+		 * conversion loop vectorises */
+		EmLoop lpr, lpk;
+		LLVMValueRef r = em_loop_open(E, &lpr, k64(E, 0), k64(E, mr), 1, "apack_r");
 		LLVMValueRef rr =
-		    clamp ? smin(E, k64(E, r), LLVMBuildSub(b, mrows, k64(E, 1), "")) : k64(E, r);
-		LLVMValueRef m = LLVMBuildAdd(b, ms, rr, "");
-		LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->a_ms), ""),
-		                                LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
-		rowp[r] = gep(E, Ab, off);
+		    clamp ? smin(E, r, LLVMBuildSub(b, mrows, k64(E, 1), "")) : r;
+		LLVMValueRef off =
+		    LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, ms, rr, ""), k64(E, G->a_ms), ""),
+		                 LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
+		LLVMValueRef src = LLVMBuildInBoundsGEP2(b, aet, Ab, &off, 1, "");
+		LLVMValueRef dst = gep(E, ap, LLVMBuildMul(b, r, k64(E, G->kc), ""));
+		LLVMValueRef k = em_loop_open(E, &lpk, k64(E, 0), kcur, 1, "apack_k");
+		LLVMValueRef ko = LLVMBuildMul(b, k, k64(E, G->a_ks), "");
+		store_f(E, em_load_at(E, adt, LLVMBuildInBoundsGEP2(b, aet, src, &ko, 1, "")),
+		        gep(E, dst, k), 4);
+		LLVMValueRef br = em_loop_close(E, &lpk);
+		if (G->a_ks == 1 && vw > 1)
+			em_vector_md(E, br, vw, 1);
+		else
+			em_plain_md(E, br, 1);
+		em_plain_md(E, em_loop_close(E, &lpr), 1);
+		for (int q = 0; q < mr; q++)
+			rowp[q] = gep(E, ap, k64(E, (int64_t)q * G->kc));
+		a_ks = 1;
+	} else {
+		for (int q = 0; q < mr; q++) {
+			LLVMValueRef rr =
+			    clamp ? smin(E, k64(E, q), LLVMBuildSub(b, mrows, k64(E, 1), ""))
+			          : k64(E, q);
+			LLVMValueRef m = LLVMBuildAdd(b, ms, rr, "");
+			LLVMValueRef off =
+			    LLVMBuildAdd(b, LLVMBuildMul(b, m, k64(E, G->a_ms), ""),
+			                 LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
+			rowp[q] = gep(E, Ab, off);
+		}
 	}
 	LLVMValueRef jr = em_loop_open(E, &ljr, k64(E, 0), ncur, nr, "cols");
 	LLVMValueRef ncols =
@@ -470,7 +498,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		for (int v = 0; v < nv; v++)
 			bv[v] = load_f(E, vt, gep(E, pan, LLVMBuildAdd(b, kb, k64(E, v * vw), "")),
 			               valign);
-		LLVMValueRef ka = LLVMBuildMul(b, k, k64(E, G->a_ks), "");
+		LLVMValueRef ka = LLVMBuildMul(b, k, k64(E, a_ks), "");
 		for (int r = 0; r < mr; r++) {
 			LLVMValueRef a = load_f(E, E->f32, gep(E, rowp[r], ka), 4);
 			if (vw > 1) {
@@ -651,7 +679,11 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		}
 		LLVMValueRef br = em_loop_close(E, &lcc);
 		if (ep)
-			vec_md(E, br, vw); /* the epilogue's math wants vectors */
+			/* the epilogue's math wants vectors: a loop until the
+			 * vectorizer widens it (a full tile's constant ncols
+			 * would otherwise be unrolled first, and SLP leaves
+			 * e.g. a cast to float16 one element at a time) */
+			em_vector_md(E, br, vw, 1);
 		else
 			em_plain_md(E, br, 1); /* only edge tiles come here */
 		em_plain_md(E, em_loop_close(E, &lr), 1);

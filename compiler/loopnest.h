@@ -147,6 +147,10 @@ typedef struct LnGemm {
 	int64_t mc, nc, kc;         /* rows and columns per unit; k per block */
 	int64_t units_m, units_n;   /* ceil(M / mc), ceil(N / nc) */
 	int epi;                    /* fused epilogue stage, -1 = none */
+	bool a_pack;                /* A is a half (float16/bfloat16) buffer:
+	                             * each micro-panel's mr x kc block is
+	                             * converted into a float32 panel on the
+	                             * stack, then read from there */
 	bool blocked;               /* the blocking is set (sched_apply ran) */
 } LnGemm;
 
@@ -314,16 +318,18 @@ bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
 typedef enum GemmOperand {
 	GEMM_DIRECT,      /* from its buffer, batch stride = its matrix size */
 	GEMM_DIRECT_BC,   /* from its buffer, one matrix for every batch */
-	GEMM_COPY,        /* computed or not float32: copied into a float32
+	GEMM_COPY,        /* computed, or a half B: copied into a float32
 	                   * workspace first */
 	GEMM_COPY_BC,     /* batch-broadcast unlike v: copied to v's batch dims */
 } GemmOperand;
-GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat);
+/* is_a: u is the left operand, which the GEMM may read as a half (it
+ * converts A's rows into a float32 panel on the stack: LnGemm.a_pack). */
+GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat, bool is_a);
 /* Does MatMul node nd lower to a GEMM stage (rather than the generic
  * reduction)? float32, float16 or bfloat16 operands and result (the GEMM
- * itself is float32: half operands are converted by their copy stage, a
- * half result by a cast stage after it, which runs as the GEMM's fused
- * epilogue), M >= 2, nothing empty. Decided from the graph alone (mat: per
+ * itself is float32: a half A is converted a micro-panel at a time on the
+ * stack, a half B by its copy stage, a half result by a cast stage after
+ * it, which runs as the GEMM's fused epilogue), M >= 2, nothing empty. Decided from the graph alone (mat: per
  * value id, materialised), so ln_count_stages agrees with ln_lower;
  * *ncopies gets the extra stages it needs (operand copies, the cast). */
 bool gemm_applies(const IrNode *nd, const bool *mat, int *ncopies);
@@ -336,7 +342,8 @@ void gemm_block(LoopNest *ln, LnStage *st, const KcKnobs *k);
 void gemm_fuse_epilogues(LoopNest *ln, const KcSchedule *s);
 /* Verification of a GEMM stage: buffers, dtypes, strides in bounds. */
 KcStatus gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err);
-/* Bytes of stack a GEMM task uses (its packed B block and tile). */
+/* Bytes of stack a GEMM task uses (its packed B block, its tile, and
+ * with a_pack its A panel). */
 int64_t gemm_stack_bytes(const LnGemm *G);
 /* Exported for the schedule passes (fuse.c): a fresh expression node, a
  * load of buf[idx], e converted to dt, a new workspace. */

@@ -3,10 +3,15 @@
  *
  * A float32 MatMul/BatchMatMul with M >= 2 lowers to one GEMM stage (see
  * LnGemm in loopnest.h) instead of the generic reduction stage over K; so
- * does a float16/bfloat16 one, on float32 copies of its operands, with a
- * cast of the float32 result (fused as the GEMM's epilogue) when the
- * result is a half too: the corpus' 16000 x 512 x 256 float16 MatMul runs
- * in 52 ms instead of 112 ms, 128 x 768 x 768 in 1.5 ms instead of 5.5.
+ * does a float16/bfloat16 one: its A is read in place, each micro-panel's
+ * mr x kc block converted into a float32 panel on the stack (a_pack) and
+ * reused by every column tile; B is copied to float32 (it is packed
+ * anyway, and is usually the small weight); a half result gets a cast of
+ * the float32 tile, fused as the GEMM's epilogue. The corpus' float16
+ * MatMuls: 16000 x 512 x 256 in 40-42 ms (112 as a reduction stage, 48
+ * with a float32 copy of A), 100352 x 64 x 64 in 9-10 ms (30 with the
+ * copy, whose 25 MiB workspace was page-faulted in on every call);
+ * 128 x 768 x 768 in 1.5 ms instead of 5.5.
  * Operands are read in place through strides (transpose_a/b and batch
  * broadcasting cost nothing); an operand that is computed (e.g. a Cast of
  * an fp16 weight) or broadcast over the batch dims in a way one batch
@@ -83,10 +88,10 @@ gemm_dtype(KcDtype t)
 }
 
 GemmOperand
-gemm_operand(const IrValue *u, const IrValue *v, const bool *mat)
+gemm_operand(const IrValue *u, const IrValue *v, const bool *mat, bool is_a)
 {
 	bool direct = (u->kind == IRV_INPUT || (u->kind == IRV_OP && mat[u->id])) &&
-	              u->dtype == KC_DT_FLOAT32;
+	              (u->dtype == KC_DT_FLOAT32 || (is_a && gemm_dtype(u->dtype)));
 	int64_t ub = batch_of(u), vb = batch_of(v);
 	int off = v->rank - u->rank;
 	bool same = ub == vb && off >= 0;
@@ -117,7 +122,7 @@ gemm_applies(const IrNode *nd, const bool *mat, int *ncopies)
 		return false;
 	*ncopies = v->dtype != KC_DT_FLOAT32; /* the cast of C */
 	for (int i = 0; i < 2; i++) {
-		GemmOperand k = gemm_operand(nd->in[i], v, mat);
+		GemmOperand k = gemm_operand(nd->in[i], v, mat, i == 0);
 		*ncopies += k == GEMM_COPY || k == GEMM_COPY_BC;
 	}
 	return true;
@@ -138,7 +143,8 @@ round_up(int64_t a, int64_t m)
 int64_t
 gemm_stack_bytes(const LnGemm *G)
 {
-	return (G->kc * G->nc + (int64_t)G->mr * G->nr) * 4 + 128;
+	return (G->kc * G->nc + (int64_t)G->mr * G->nr + (G->a_pack ? G->mr * G->kc : 0)) * 4 +
+	       128 + (G->a_pack ? 64 : 0);
 }
 
 /* The micro-tile (mr rows x nv vectors): the knobs', or, where they are 0,
@@ -160,7 +166,7 @@ pick_tile(const LnGemm *G, const KcKnobs *k, int *mr, int *nr)
 	/* A is read in place, mr rows at a time: rows a multiple of 4 KiB apart
 	 * fall into one L1 set (8 ways on the x86 cores we know), so more than
 	 * 6 of them evict each other and the B panel (1024 x 1024: 2x slower) */
-	bool alias = G->a_ks == 1 && (G->a_ms * 4) % 4096 == 0;
+	bool alias = !G->a_pack && G->a_ks == 1 && (G->a_ms * 4) % 4096 == 0;
 	for (int i = 0; i < n; i++) {
 		int m = c[i][0], v = c[i][1];
 		if ((k->mr && m != k->mr) || (k->nr_vecs && v != k->nr_vecs) || v * vw > 64)
@@ -383,10 +389,15 @@ gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err)
 	    G->batch * G->M * G->N};
 
 	for (int i = 0; i < 3; i++) {
-		if (bufs[i] < 0 || bufs[i] >= ln->nbufs ||
-		    ln->bufs[bufs[i]].dtype != KC_DT_FLOAT32 || ln->bufs[bufs[i]].numel < need[i])
+		if (bufs[i] < 0 || bufs[i] >= ln->nbufs || ln->bufs[bufs[i]].numel < need[i])
 			return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM operand %d out of bounds",
 			               st->name, i);
+		/* float32, except A with a_pack (a half, converted on the stack) */
+		KcDtype dt = ln->bufs[bufs[i]].dtype;
+		if (i == 0 && G->a_pack ? !(dt == KC_DT_FLOAT16 || dt == KC_DT_BFLOAT16)
+		                        : dt != KC_DT_FLOAT32)
+			return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM operand %d has dtype %s",
+			               st->name, i, kc_dtype_info[dt].name);
 	}
 	if (G->a_bs < 0 || G->a_ms < 0 || G->a_ks < 0 || G->b_bs < 0 || G->b_ks < 0 || G->b_ns < 0)
 		return kc_fail(err, KC_CODEGEN, pass, "%s: negative GEMM stride", st->name);

@@ -137,6 +137,8 @@ ln_print(const LoopNest *ln, KcBuf *out)
 			              st->loops[0].var, (long long)st->loops[0].extent,
 			              (long long)G->units_n, (long long)G->units_m, G->mr, G->nr, G->vw,
 			              (long long)G->mc, (long long)G->nc, (long long)G->kc);
+			if (G->a_pack)
+				kc_buf_puts(out, ", half A converted per micro-panel on the stack");
 			if (G->epi >= 0)
 				kc_buf_printf(out, ", epilogue s%d fused", G->epi);
 			kc_buf_puts(out, "\n");
