@@ -432,11 +432,31 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	}
 	LLVMValueRef rowp[16];
 	int64_t a_ks = G->a_ks; /* of the rows the micro-kernel reads */
-	if (G->a_pack) {
-		/* a half A: its mr x kcur block, converted to float32 into the
-		 * stack panel ap (row r at r * kc) once, then read by every
-		 * column tile of the micro-panel; along contiguous rows the
-		 * conversion loop vectorises */
+	if (G->a_pack && G->a_ks != 1) {
+		/* a half A stored along m (transpose_a): the panel is k-major,
+		 * ap[k][r], filled a k at a time from mr neighbouring elements */
+		EmLoop lpk;
+		LLVMValueRef k = em_loop_open(E, &lpk, k64(E, 0), kcur, 1, "apack_k");
+		LLVMValueRef kp = LLVMBuildMul(b, LLVMBuildAdd(b, pc, k, ""), k64(E, G->a_ks), "");
+		LLVMValueRef dst = gep(E, ap, LLVMBuildMul(b, k, k64(E, mr), ""));
+		for (int q = 0; q < mr; q++) {
+			LLVMValueRef rr =
+			    clamp ? smin(E, k64(E, q), LLVMBuildSub(b, mrows, k64(E, 1), ""))
+			          : k64(E, q);
+			LLVMValueRef off = LLVMBuildAdd(
+			    b, LLVMBuildMul(b, LLVMBuildAdd(b, ms, rr, ""), k64(E, G->a_ms), ""), kp, "");
+			store_f(E, em_load_at(E, adt, LLVMBuildInBoundsGEP2(b, aet, Ab, &off, 1, "")),
+			        gep(E, dst, k64(E, q)), 4);
+		}
+		em_plain_md(E, em_loop_close(E, &lpk), 1);
+		for (int q = 0; q < mr; q++)
+			rowp[q] = gep(E, ap, k64(E, q));
+		a_ks = mr;
+	} else if (G->a_pack) {
+		/* a half A along k: its mr x kcur block, converted to float32
+		 * into the stack panel ap (row r at r * kc) once, then read by
+		 * every column tile of the micro-panel; the conversion loop
+		 * vectorises */
 		EmLoop lpr, lpk;
 		LLVMValueRef r = em_loop_open(E, &lpr, k64(E, 0), k64(E, mr), 1, "apack_r");
 		LLVMValueRef rr =
@@ -451,7 +471,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		store_f(E, em_load_at(E, adt, LLVMBuildInBoundsGEP2(b, aet, src, &ko, 1, "")),
 		        gep(E, dst, k), 4);
 		LLVMValueRef br = em_loop_close(E, &lpk);
-		if (G->a_ks == 1 && vw > 1)
+		if (vw > 1)
 			em_vector_md(E, br, vw, 1);
 		else
 			em_plain_md(E, br, 1);

@@ -150,7 +150,8 @@ typedef struct LnGemm {
 	bool a_pack;                /* A is a half (float16/bfloat16) buffer:
 	                             * each micro-panel's mr x kc block is
 	                             * converted into a float32 panel on the
-	                             * stack, then read from there */
+	                             * stack (row-major, or k-major when A is
+	                             * stored along m), then read from there */
 	bool blocked;               /* the blocking is set (sched_apply ran) */
 } LnGemm;
 
