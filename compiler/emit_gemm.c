@@ -147,10 +147,37 @@ pack_elem(Em *E, const LnGemm *G, LLVMValueRef Bb, LLVMValueRef panel, LLVMValue
 	LLVMValueRef off =
 	    LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""),
 	                 LLVMBuildMul(b, ncl, k64(E, G->b_ns), ""), "");
-	LLVMValueRef v = load_f(E, E->f32, gep(E, Bb, off), 4);
+	KcDtype bdt = E->ln->bufs[G->b].dtype;
+	LLVMValueRef v =
+	    bdt == KC_DT_FLOAT32
+	        ? load_f(E, E->f32, gep(E, Bb, off), 4)
+	        : em_load_at(E, bdt, LLVMBuildInBoundsGEP2(b, E->i16, Bb, &off, 1, ""));
 	v = LLVMBuildSelect(b, ok, v, LLVMConstNull(E->f32), "");
 	store_f(E, v, gep(E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, kk, k64(E, nr), ""), c, "")),
 	        4);
+}
+
+/* A vector of float16/bfloat16 bits (i16) as float32 (exact): bfloat16
+ * by a shift into the high half; float16 by fpext (only where the target
+ * converts float16 in hardware: LoopNest.hw_half). */
+static LLVMValueRef
+half_vec_to_f32(Em *E, KcDtype dt, LLVMValueRef v)
+{
+	LLVMBuilderRef b = E->b;
+	unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
+	if (dt == KC_DT_BFLOAT16) {
+		LLVMValueRef sh[64];
+		KC_ASSERT(n <= 64);
+		for (unsigned i = 0; i < n; i++)
+			sh[i] = LLVMConstInt(E->i32, 16, 0);
+		LLVMValueRef w = LLVMBuildZExt(b, v, LLVMVectorType(E->i32, n), "");
+		w = LLVMBuildShl(b, w, LLVMConstVector(sh, n), "");
+		return LLVMBuildBitCast(b, w, LLVMVectorType(E->f32, n), "");
+	}
+	KC_ASSERT(dt == KC_DT_FLOAT16 && E->ln->hw_half);
+	LLVMTypeRef h = LLVMHalfTypeInContext(E->ctx);
+	LLVMValueRef x = LLVMBuildBitCast(b, v, LLVMVectorType(h, n), "");
+	return LLVMBuildFPExt(b, x, LLVMVectorType(E->f32, n), "");
 }
 
 /* Bytes of a vector's element type. */
@@ -286,7 +313,15 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMTypeRef aet = G->a_pack ? E->i16 : E->f32;
 	LLVMValueRef ab_off = LLVMBuildMul(b, bi, k64(E, G->a_bs), "");
 	LLVMValueRef Ab = LLVMBuildInBoundsGEP2(b, aet, A, &ab_off, 1, "");
-	LLVMValueRef Bb = gep(E, B, LLVMBuildMul(b, bi, k64(E, G->b_bs), ""));
+	/* B's elements as stored: float32, or a half (i16 bits), which the
+	 * packing converts element-wise */
+	bool b_half = E->ln->bufs[G->b].dtype != KC_DT_FLOAT32;
+	/* ... in vectors of vw (the transposed packing): bfloat16 always,
+	 * float16 where the target converts it in hardware */
+	bool b_vec = vw > 1 && (E->ln->bufs[G->b].dtype == KC_DT_BFLOAT16 || E->ln->hw_half);
+	LLVMTypeRef ht = LLVMVectorType(E->i16, (unsigned)(vw > 1 ? vw : 1));
+	LLVMValueRef bb_off = LLVMBuildMul(b, bi, k64(E, G->b_bs), "");
+	LLVMValueRef Bb = LLVMBuildInBoundsGEP2(b, b_half ? E->i16 : E->f32, B, &bb_off, 1, "");
 	LLVMValueRef Cb = gep(E, C, LLVMBuildMul(b, bi, k64(E, G->M * G->N), ""));
 
 	/* K-blocks */
@@ -305,7 +340,59 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef panel =
 	    gep(E, bp, LLVMBuildMul(b, LLVMBuildMul(b, j, kcur, ""), k64(E, nr), ""));
 	LLVMValueRef nbase = LLVMBuildAdd(b, n0, LLVMBuildMul(b, j, k64(E, nr), ""), "");
-	if (G->b_ns == 1) {
+	if (b_half && G->b_ns == 1) {
+		/* a half B with contiguous rows: a full panel row is a loop over
+		 * its nr columns that the vectorizer widens (load, convert,
+		 * store); one past N element-wise */
+		LLVMBasicBlockRef bt = NULL, bd = NULL;
+		if (!full_n) {
+			LLVMValueRef fullp =
+			    LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, nbase, k64(E, nr), ""),
+			                  k64(E, G->N), "");
+			LLVMBasicBlockRef bf =
+			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packh_full");
+			bt = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packh_tail");
+			bd = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packh_done");
+			LLVMBuildCondBr(b, fullp, bf, bt);
+			LLVMPositionBuilderAtEnd(b, bf);
+		}
+		LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packh_k");
+		LLVMValueRef src0 = LLVMBuildAdd(
+		    b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""), nbase, "");
+		LLVMValueRef dst = gep(E, panel, LLVMBuildMul(b, kk, k64(E, nr), ""));
+		LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "packh_c");
+		LLVMValueRef so = LLVMBuildAdd(b, src0, c, "");
+		store_f(E,
+		        em_load_at(E, E->ln->bufs[G->b].dtype,
+		                   LLVMBuildInBoundsGEP2(b, E->i16, Bb, &so, 1, "")),
+		        gep(E, dst, c), 4);
+		LLVMValueRef brc = em_loop_close(E, &lc);
+		if (vw > 1)
+			em_vector_md(E, brc, vw, 1);
+		else
+			em_plain_md(E, brc, 1);
+		em_plain_md(E, em_loop_close(E, &lkk), 1);
+		if (!full_n) {
+			LLVMBuildBr(b, bd);
+			LLVMPositionBuilderAtEnd(b, bt);
+			kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packh_tk");
+			c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "packh_tc");
+			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+			em_plain_md(E, em_loop_close(E, &lc), 1);
+			em_plain_md(E, em_loop_close(E, &lkk), 1);
+			LLVMBuildBr(b, bd);
+			LLVMPositionBuilderAtEnd(b, bd);
+		}
+	} else if (b_half && !b_vec) {
+		/* a half B stored along k (transpose_b) that vectors cannot
+		 * convert here (float16 without F16C): element-wise, reading
+		 * along k */
+		LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "packh_c");
+		LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packh_k");
+		pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
+		em_plain_md(E, em_loop_close(E, &lkk), 1);
+		em_plain_md(E, em_loop_close(E, &lc), 1);
+	} else if (G->b_ns == 1) {
 		/* rows of B are contiguous: a full panel is nv vector copies per k,
 		 * one past N element-wise */
 		LLVMBasicBlockRef bt = NULL, bd = NULL;
@@ -345,7 +432,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	} else if (vw > 1) {
 		/* B's rows run along k (transpose_b): per group of vw columns, vw x vw
 		 * blocks are loaded as vw row vectors, transposed in registers and
-		 * stored as panel rows; a k tail and columns past N element-wise */
+		 * stored as panel rows (a half B: transposed as 16-bit vectors,
+		 * then converted); a k tail and columns past N element-wise */
 		LLVMValueRef kfull =
 		    LLVMBuildMul(b, LLVMBuildUDiv(b, kcur, k64(E, vw), ""), k64(E, vw), "kfull");
 		EmLoop lg;
@@ -374,9 +462,15 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				                 LLVMBuildMul(b, LLVMBuildAdd(b, ng, k64(E, i), ""),
 				                              k64(E, G->b_ns), ""),
 				                 LLVMBuildAdd(b, pc, k0, ""), "");
-				rows[i] = load_f(E, vt, gep(E, Bb, off), 4);
+				rows[i] = b_half ? load_f(E, ht,
+				                          LLVMBuildInBoundsGEP2(b, E->i16, Bb, &off,
+				                                                1, ""),
+				                          2)
+				                 : load_f(E, vt, gep(E, Bb, off), 4);
 			}
 			em_transpose(E, rows, vw);
+			for (int i = 0; b_half && i < vw; i++)
+				rows[i] = half_vec_to_f32(E, E->ln->bufs[G->b].dtype, rows[i]);
 			LLVMValueRef dst = gep(
 			    E, panel, LLVMBuildAdd(b, LLVMBuildMul(b, k0, k64(E, nr), ""), c0, ""));
 			for (int i = 0; i < vw; i++)
@@ -435,22 +529,29 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	if (G->a_pack && G->a_ks != 1) {
 		/* a half A stored along m (transpose_a): the panel is k-major,
 		 * ap[k][r], filled a k at a time from mr neighbouring elements */
-		EmLoop lpk;
+		EmLoop lpk, lpr;
 		LLVMValueRef k = em_loop_open(E, &lpk, k64(E, 0), kcur, 1, "apack_k");
 		LLVMValueRef kp = LLVMBuildMul(b, LLVMBuildAdd(b, pc, k, ""), k64(E, G->a_ks), "");
 		LLVMValueRef dst = gep(E, ap, LLVMBuildMul(b, k, k64(E, mr), ""));
-		for (int q = 0; q < mr; q++) {
-			LLVMValueRef rr =
-			    clamp ? smin(E, k64(E, q), LLVMBuildSub(b, mrows, k64(E, 1), ""))
-			          : k64(E, q);
-			LLVMValueRef off = LLVMBuildAdd(
-			    b, LLVMBuildMul(b, LLVMBuildAdd(b, ms, rr, ""), k64(E, G->a_ms), ""), kp, "");
-			store_f(E, em_load_at(E, adt, LLVMBuildInBoundsGEP2(b, aet, Ab, &off, 1, "")),
-			        gep(E, dst, k64(E, q)), 4);
-		}
+		/* a loop over the mr rows, for the vectorizer (left to itself,
+		 * SLP converted these one element at a time in some kernels) */
+		LLVMValueRef q = em_loop_open(E, &lpr, k64(E, 0), k64(E, mr), 1, "apack_r");
+		LLVMValueRef rr = clamp ? smin(E, q, LLVMBuildSub(b, mrows, k64(E, 1), "")) : q;
+		LLVMValueRef off = LLVMBuildAdd(
+		    b, LLVMBuildMul(b, LLVMBuildAdd(b, ms, rr, ""), k64(E, G->a_ms), ""), kp, "");
+		store_f(E, em_load_at(E, adt, LLVMBuildInBoundsGEP2(b, aet, Ab, &off, 1, "")),
+		        gep(E, dst, q), 4);
+		LLVMValueRef brr = em_loop_close(E, &lpr);
+		int w = 1;
+		while (!clamp && w * 2 <= mr && w * 2 <= vw)
+			w *= 2;
+		if (w > 1)
+			em_vector_md(E, brr, w, 1);
+		else
+			em_plain_md(E, brr, 1);
 		em_plain_md(E, em_loop_close(E, &lpk), 1);
-		for (int q = 0; q < mr; q++)
-			rowp[q] = gep(E, ap, k64(E, q));
+		for (int i = 0; i < mr; i++)
+			rowp[i] = gep(E, ap, k64(E, i));
 		a_ks = mr;
 	} else if (G->a_pack) {
 		/* a half A along k: its mr x kcur block, converted to float32

@@ -319,17 +319,17 @@ bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
 typedef enum GemmOperand {
 	GEMM_DIRECT,      /* from its buffer, batch stride = its matrix size */
 	GEMM_DIRECT_BC,   /* from its buffer, one matrix for every batch */
-	GEMM_COPY,        /* computed, or a half B: copied into a float32
-	                   * workspace first */
+	GEMM_COPY,        /* computed: copied into a float32 workspace first */
 	GEMM_COPY_BC,     /* batch-broadcast unlike v: copied to v's batch dims */
 } GemmOperand;
-/* is_a: u is the left operand, which the GEMM may read as a half (it
- * converts A's rows into a float32 panel on the stack: LnGemm.a_pack). */
-GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat, bool is_a);
+/* A float32 or half operand in a buffer is read directly: the GEMM
+ * converts a half A into a float32 panel on the stack (LnGemm.a_pack) and
+ * a half B as it packs it. */
+GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat);
 /* Does MatMul node nd lower to a GEMM stage (rather than the generic
  * reduction)? float32, float16 or bfloat16 operands and result (the GEMM
  * itself is float32: a half A is converted a micro-panel at a time on the
- * stack, a half B by its copy stage, a half result by a cast stage after
+ * stack, a half B as it is packed, a half result by a cast stage after
  * it, which runs as the GEMM's fused epilogue), M >= 2, nothing empty. Decided from the graph alone (mat: per
  * value id, materialised), so ln_count_stages agrees with ln_lower;
  * *ncopies gets the extra stages it needs (operand copies, the cast). */

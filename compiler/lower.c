@@ -1440,10 +1440,10 @@ mm_pack(Lower *L, const IrValue *u, int *s)
 /* MatMul as a GEMM stage (lower_gemm.c): operand u's buffer and strides,
  * after a copy stage when gemm_operand says so. */
 static int
-gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, bool is_a, int *s, int64_t *bs)
+gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *bs)
 {
 	LoopNest *ln = L->ln;
-	GemmOperand k = gemm_operand(u, v, L->mat, is_a);
+	GemmOperand k = gemm_operand(u, v, L->mat);
 	int64_t mat = u->shape[u->rank - 2] * u->shape[u->rank - 1];
 
 	*bs = k == GEMM_DIRECT_BC || (k == GEMM_COPY && u->numel == mat) ? 0 : mat;
@@ -1486,8 +1486,8 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	G->N = v->shape[v->rank - 1];
 	G->K = nd->attrs.trans_a ? ar : ac;
 	G->epi = -1;
-	if ((G->a = gemm_operand_buf(L, a, v, true, s, &G->a_bs)) < 0 ||
-	    (G->b = gemm_operand_buf(L, b, v, false, s, &G->b_bs)) < 0)
+	if ((G->a = gemm_operand_buf(L, a, v, s, &G->a_bs)) < 0 ||
+	    (G->b = gemm_operand_buf(L, b, v, s, &G->b_bs)) < 0)
 		return L->err->status;
 	G->a_pack = ln->bufs[G->a].dtype != KC_DT_FLOAT32;
 	G->a_ms = nd->attrs.trans_a ? 1 : ac; /* a is [M, K], or [K, M] */

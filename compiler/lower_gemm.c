@@ -3,15 +3,16 @@
  *
  * A float32 MatMul/BatchMatMul with M >= 2 lowers to one GEMM stage (see
  * LnGemm in loopnest.h) instead of the generic reduction stage over K; so
- * does a float16/bfloat16 one: its A is read in place, each micro-panel's
- * mr x kc block converted into a float32 panel on the stack (a_pack) and
- * reused by every column tile; B is copied to float32 (it is packed
- * anyway, and is usually the small weight); a half result gets a cast of
- * the float32 tile, fused as the GEMM's epilogue. The corpus' float16
+ * does a float16/bfloat16 one, reading its operands in place: each
+ * micro-panel's mr x kc block of a half A is converted into a float32
+ * panel on the stack (a_pack) and reused by every column tile, and a half
+ * B is converted as it is packed; a half result gets a cast of the
+ * float32 tile, fused as the GEMM's epilogue. The corpus' float16
  * MatMuls: 16000 x 512 x 256 in 40-42 ms (112 as a reduction stage, 48
- * with a float32 copy of A), 100352 x 64 x 64 in 9-10 ms (30 with the
- * copy, whose 25 MiB workspace was page-faulted in on every call);
- * 128 x 768 x 768 in 1.5 ms instead of 5.5.
+ * with float32 copies of the operands), 100352 x 64 x 64 in 9-10 ms (30
+ * with the copies, whose 25 MiB workspace was page-faulted in on every
+ * call); 1024^3 float16 26-28 ms, with transpose_a too; 128 x 768 x 768
+ * in 1.5 ms instead of 5.5.
  * Operands are read in place through strides (transpose_a/b and batch
  * broadcasting cost nothing); an operand that is computed (e.g. a Cast of
  * an fp16 weight) or broadcast over the batch dims in a way one batch
@@ -88,10 +89,10 @@ gemm_dtype(KcDtype t)
 }
 
 GemmOperand
-gemm_operand(const IrValue *u, const IrValue *v, const bool *mat, bool is_a)
+gemm_operand(const IrValue *u, const IrValue *v, const bool *mat)
 {
 	bool direct = (u->kind == IRV_INPUT || (u->kind == IRV_OP && mat[u->id])) &&
-	              (u->dtype == KC_DT_FLOAT32 || (is_a && gemm_dtype(u->dtype)));
+	              gemm_dtype(u->dtype);
 	int64_t ub = batch_of(u), vb = batch_of(v);
 	int off = v->rank - u->rank;
 	bool same = ub == vb && off >= 0;
@@ -122,7 +123,7 @@ gemm_applies(const IrNode *nd, const bool *mat, int *ncopies)
 		return false;
 	*ncopies = v->dtype != KC_DT_FLOAT32; /* the cast of C */
 	for (int i = 0; i < 2; i++) {
-		GemmOperand k = gemm_operand(nd->in[i], v, mat, i == 0);
+		GemmOperand k = gemm_operand(nd->in[i], v, mat);
 		*ncopies += k == GEMM_COPY || k == GEMM_COPY_BC;
 	}
 	return true;
@@ -392,10 +393,12 @@ gemm_verify(const LoopNest *ln, const LnStage *st, const char *pass, KcErr *err)
 		if (bufs[i] < 0 || bufs[i] >= ln->nbufs || ln->bufs[bufs[i]].numel < need[i])
 			return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM operand %d out of bounds",
 			               st->name, i);
-		/* float32, except A with a_pack (a half, converted on the stack) */
+		/* float32; A and B may be halves (A with a_pack, converted on the
+		 * stack; B converted as it is packed); C is float32 */
 		KcDtype dt = ln->bufs[bufs[i]].dtype;
-		if (i == 0 && G->a_pack ? !(dt == KC_DT_FLOAT16 || dt == KC_DT_BFLOAT16)
-		                        : dt != KC_DT_FLOAT32)
+		bool half = dt == KC_DT_FLOAT16 || dt == KC_DT_BFLOAT16;
+		if (i == 0 ? (G->a_pack ? !half : dt != KC_DT_FLOAT32)
+		           : !(dt == KC_DT_FLOAT32 || (i == 1 && half)))
 			return kc_fail(err, KC_CODEGEN, pass, "%s: GEMM operand %d has dtype %s",
 			               st->name, i, kc_dtype_info[dt].name);
 	}

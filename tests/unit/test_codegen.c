@@ -3241,68 +3241,108 @@ gemm_blocking(void)
 	free(json);
 }
 
-/* A float16 MatMul to float16 on the GEMM: A is read in place (its
- * micro-panels converted on the stack: no copy stage, no workspace for
- * it), and the fused epilogue's cast to float16 is a vector conversion (a
- * full tile's constant column count once let O3 unroll the loop before
- * LoopVectorize, leaving one scalar vcvtps2ph per element: 30 -> 10 ms on
- * the corpus' 100352 x 64 x 64). Values against a float32 C product of the
- * same halves, rounded to float16. */
+static uint16_t
+f2bf(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16); /* finite: nearest even */
+}
+
+static float
+bf2f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Half MatMuls on the GEMM read their inputs in place: A's micro-panels are
+ * converted on the stack (row- or k-major), B as it is packed (vectors of
+ * 16-bit values transposed, then converted, for transpose_b; element-wise
+ * where float16 has no hardware conversion), so there is no copy stage and
+ * no workspace for them. The fused epilogue's cast to float16 is a vector
+ * conversion (a full tile's constant column count once let O3 unroll the
+ * loop before LoopVectorize, leaving one scalar vcvtps2ph per element: 30
+ * -> 10 ms on the corpus' 100352 x 64 x 64). Values against the exact sum
+ * of the same halves' products, within the result dtype's rounding. */
 static void
 gemm_half(void)
 {
+	static const struct {
+		const char *target, *dt;
+		bool ta, tb, tile16; /* tile16: a 16-row x one-vector micro-tile */
+	} cs[] = {
+	    {NULL, "float16", false, false, false},    {NULL, "float16", false, true, true},
+	    {NULL, "float16", true, true, false},      {NULL, "bfloat16", false, true, false},
+	    {NULL, "bfloat16", true, false, false},    {"x86_64-haswell", "float16", false, true, false},
+	    {"x86_64-x86-64", "float16", false, true, false},
+	    {"x86_64-x86-64", "float16", true, false, false},
+	};
 	const int M = 96, N = 64, KK = 80;
-	/* tb 0: the default tile (6 x 64); tb 1: 16 x 16, whose epilogue row
-	 * (16 columns, one vector) O3 unrolled fully */
-	for (int tb = 0; tb < 2; tb++) {
+	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+		KcTarget tgt = host;
+		KcErr terr = {0};
+		if (cs[ci].target && kc_target_resolve(cs[ci].target, &tgt, &terr) != KC_OK) {
+			OKF(0, "target %s: %s", cs[ci].target, terr.msg);
+			continue;
+		}
+		bool bf = strcmp(cs[ci].dt, "bfloat16") == 0, ta = cs[ci].ta, tb = cs[ci].tb;
 		G g = {0};
 		K k;
-		const char *sb = tb ? "64,80" : "80,64";
-		char attr[128];
+		const char *sa = ta ? "80,96" : "96,80", *sb = tb ? "64,80" : "80,64";
+		char attr[128], lbl[96];
 		snprintf(attr, sizeof attr,
-		         "[{\"name\":\"transpose_a\",\"value\":false},{\"name\":\"transpose_b\","
+		         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
 		         "\"value\":%s}]",
-		         tb ? "true" : "false");
-		g_in(&g, "a", "float16", "96,80");
-		g_in(&g, "b", "float16", sb);
-		g_opa(&g, "MatMul", attr, "c", "float16", "96,64", 2, T("a", "float16", "96,80"),
-		      T("b", "float16", sb), NULL);
-		g_out(&g, "c", "float16", "96,64");
+		         ta ? "true" : "false", tb ? "true" : "false");
+		snprintf(lbl, sizeof lbl, "%s %s ta %d tb %d%s", cs[ci].target ? cs[ci].target : "host",
+		         cs[ci].dt, ta, tb, cs[ci].tile16 ? " tile 16x1" : "");
+		g_in(&g, "a", cs[ci].dt, sa);
+		g_in(&g, "b", cs[ci].dt, sb);
+		g_opa(&g, "MatMul", attr, "c", cs[ci].dt, "96,64", 2, T("a", cs[ci].dt, sa),
+		      T("b", cs[ci].dt, sb), NULL);
+		g_out(&g, "c", cs[ci].dt, "96,64");
 		char kn[80];
 		snprintf(kn, sizeof kn, "{\"mr\":16,\"nr_vecs\":1,\"vector_width\":%d}",
 		         host_vector_width());
 		build_template = "matmul";
-		OK(build(&k, &g, "Fused_MatMul", &host, tb ? kn : NULL, true));
+		OKF(build(&k, &g, "Fused_MatMul", &tgt, cs[ci].tile16 ? kn : NULL, true), "build %s",
+		    lbl);
 		build_template = "injective";
 		OKF(k.dump.data && strstr(k.dump.data, "half A converted per micro-panel") &&
-		        !strstr(k.dump.data, "(a:copy)"),
-		    "half A read in place (tb %d)", tb);
-		if (strstr(host.features, "+f16c")) {
+		        !strstr(k.dump.data, ":copy") && !strstr(k.dump.data, "stage s1 gemm"),
+		    "%s: A and B read in place, no copy stage", lbl);
+		if (cs[ci].tile16 && strstr(host.features, "+f16c")) {
 			char want[48];
 			snprintf(want, sizeof want, "fptrunc <%d x float>", host_vector_width());
-			OKF(k.art.ir && strstr(k.art.ir, want), "the epilogue's cast: %s (tb %d)",
-			    want, tb);
+			OKF(k.art.ir && strstr(k.art.ir, want), "%s: the epilogue's cast is %s", lbl,
+			    want);
 		}
 		if (k.fn) {
-			uint16_t a[96 * 80], b[80 * 64], c[96 * 64];
+			static uint16_t a[96 * 80], b[80 * 64], c[96 * 64];
 			float *fa = frand(96 * 80, -1, 1, 71), *fb = frand(80 * 64, -1, 1, 72);
 			for (int i = 0; i < M * KK; i++)
-				a[i] = f2h(fa[i]);
+				a[i] = bf ? f2bf(fa[i]) : f2h(fa[i]);
 			for (int i = 0; i < KK * N; i++)
-				b[i] = f2h(fb[i]);
+				b[i] = bf ? f2bf(fb[i]) : f2h(fb[i]);
 			void *args[] = {a, b, c};
 			OK(k.fn(&pool, args, NULL) == 0);
 			int bad = 0;
 			for (int m = 0; m < M; m++)
 				for (int n = 0; n < N; n++) {
 					double acc = 0;
-					for (int q = 0; q < KK; q++)
-						acc += (double)h2f(a[m * KK + q]) *
-						       h2f(tb ? b[n * KK + q] : b[q * N + n]);
-					/* within a float16 ulp of the exact sum */
-					bad += fabs(h2f(c[m * N + n]) - acc) > 1e-3 * (1 + fabs(acc));
+					for (int q = 0; q < KK; q++) {
+						uint16_t x = ta ? a[q * M + m] : a[m * KK + q];
+						uint16_t y = tb ? b[n * KK + q] : b[q * N + n];
+						acc += bf ? (double)bf2f(x) * bf2f(y) : (double)h2f(x) * h2f(y);
+					}
+					double got = bf ? bf2f(c[m * N + n]) : h2f(c[m * N + n]);
+					/* within an ulp of the result dtype */
+					bad += fabs(got - acc) > (bf ? 8e-3 : 1e-3) * (1 + fabs(acc));
 				}
-			OKF(bad == 0, "half gemm (tb %d): %d wrong", tb, bad);
+			OKF(bad == 0, "%s: %d wrong", lbl, bad);
 			free(fa), free(fb);
 		}
 		unload(&k);
