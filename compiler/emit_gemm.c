@@ -157,6 +157,19 @@ pack_elem(Em *E, const LnGemm *G, LLVMValueRef Bb, LLVMValueRef panel, LLVMValue
 	        4);
 }
 
+/* Closes a conversion loop (half elements widened into a float32 panel)
+ * for the vectorizer to widen by w (kept a loop until then), or as a
+ * plain loop when w is 1. */
+static void
+close_widened(Em *E, EmLoop *l, int w)
+{
+	LLVMValueRef br = em_loop_close(E, l);
+	if (w > 1)
+		em_vector_md(E, br, w, 1);
+	else
+		em_plain_md(E, br, 1);
+}
+
 /* A vector of float16/bfloat16 bits (i16) as float32 (exact): bfloat16
  * by a shift into the high half; float16 by fpext (only where the target
  * converts float16 in hardware: LoopNest.hw_half). */
@@ -340,50 +353,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 	LLVMValueRef panel =
 	    gep(E, bp, LLVMBuildMul(b, LLVMBuildMul(b, j, kcur, ""), k64(E, nr), ""));
 	LLVMValueRef nbase = LLVMBuildAdd(b, n0, LLVMBuildMul(b, j, k64(E, nr), ""), "");
-	if (b_half && G->b_ns == 1) {
-		/* a half B with contiguous rows: a full panel row is a loop over
-		 * its nr columns that the vectorizer widens (load, convert,
-		 * store); one past N element-wise */
-		LLVMBasicBlockRef bt = NULL, bd = NULL;
-		if (!full_n) {
-			LLVMValueRef fullp =
-			    LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, nbase, k64(E, nr), ""),
-			                  k64(E, G->N), "");
-			LLVMBasicBlockRef bf =
-			    LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packh_full");
-			bt = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packh_tail");
-			bd = LLVMAppendBasicBlockInContext(E->ctx, E->fn, "packh_done");
-			LLVMBuildCondBr(b, fullp, bf, bt);
-			LLVMPositionBuilderAtEnd(b, bf);
-		}
-		LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packh_k");
-		LLVMValueRef src0 = LLVMBuildAdd(
-		    b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""), nbase, "");
-		LLVMValueRef dst = gep(E, panel, LLVMBuildMul(b, kk, k64(E, nr), ""));
-		LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "packh_c");
-		LLVMValueRef so = LLVMBuildAdd(b, src0, c, "");
-		store_f(E,
-		        em_load_at(E, E->ln->bufs[G->b].dtype,
-		                   LLVMBuildInBoundsGEP2(b, E->i16, Bb, &so, 1, "")),
-		        gep(E, dst, c), 4);
-		LLVMValueRef brc = em_loop_close(E, &lc);
-		if (vw > 1)
-			em_vector_md(E, brc, vw, 1);
-		else
-			em_plain_md(E, brc, 1);
-		em_plain_md(E, em_loop_close(E, &lkk), 1);
-		if (!full_n) {
-			LLVMBuildBr(b, bd);
-			LLVMPositionBuilderAtEnd(b, bt);
-			kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packh_tk");
-			c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "packh_tc");
-			pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
-			em_plain_md(E, em_loop_close(E, &lc), 1);
-			em_plain_md(E, em_loop_close(E, &lkk), 1);
-			LLVMBuildBr(b, bd);
-			LLVMPositionBuilderAtEnd(b, bd);
-		}
-	} else if (b_half && !b_vec) {
+	if (b_half && G->b_ns != 1 && !b_vec) {
 		/* a half B stored along k (transpose_b) that vectors cannot
 		 * convert here (float16 without F16C): element-wise, reading
 		 * along k */
@@ -393,8 +363,9 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		em_plain_md(E, em_loop_close(E, &lkk), 1);
 		em_plain_md(E, em_loop_close(E, &lc), 1);
 	} else if (G->b_ns == 1) {
-		/* rows of B are contiguous: a full panel is nv vector copies per k,
-		 * one past N element-wise */
+		/* rows of B are contiguous: a full panel is nv vector copies per k
+		 * (a half B: a loop over the nr columns that the vectorizer widens
+		 * into loads, conversions and stores), one past N element-wise */
 		LLVMBasicBlockRef bt = NULL, bd = NULL;
 		if (!full_n) {
 			LLVMValueRef fullp =
@@ -408,15 +379,23 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			LLVMPositionBuilderAtEnd(b, bf);
 		}
 		LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
-		LLVMValueRef src =
-		    gep(E, Bb,
-		        LLVMBuildAdd(
-		            b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""),
-		            nbase, ""));
+		LLVMValueRef src0 = LLVMBuildAdd(
+		    b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""), nbase, "");
 		LLVMValueRef dst = gep(E, panel, LLVMBuildMul(b, kk, k64(E, nr), ""));
-		for (int v = 0; v < nv; v++)
-			store_f(E, load_f(E, vt, gep(E, src, k64(E, v * vw)), 4),
-			        gep(E, dst, k64(E, v * vw)), valign);
+		if (b_half) {
+			LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "packh_c");
+			LLVMValueRef so = LLVMBuildAdd(b, src0, c, "");
+			store_f(E,
+			        em_load_at(E, E->ln->bufs[G->b].dtype,
+			                   LLVMBuildInBoundsGEP2(b, E->i16, Bb, &so, 1, "")),
+			        gep(E, dst, c), 4);
+			close_widened(E, &lc, vw);
+		} else {
+			LLVMValueRef src = gep(E, Bb, src0);
+			for (int v = 0; v < nv; v++)
+				store_f(E, load_f(E, vt, gep(E, src, k64(E, v * vw)), 4),
+				        gep(E, dst, k64(E, v * vw)), valign);
+		}
 		em_plain_md(E, em_loop_close(E, &lkk), 1);
 		if (!full_n) {
 			LLVMBuildBr(b, bd);
@@ -541,14 +520,10 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		    b, LLVMBuildMul(b, LLVMBuildAdd(b, ms, rr, ""), k64(E, G->a_ms), ""), kp, "");
 		store_f(E, em_load_at(E, adt, LLVMBuildInBoundsGEP2(b, aet, Ab, &off, 1, "")),
 		        gep(E, dst, q), 4);
-		LLVMValueRef brr = em_loop_close(E, &lpr);
 		int w = 1;
 		while (!clamp && w * 2 <= mr && w * 2 <= vw)
 			w *= 2;
-		if (w > 1)
-			em_vector_md(E, brr, w, 1);
-		else
-			em_plain_md(E, brr, 1);
+		close_widened(E, &lpr, w);
 		em_plain_md(E, em_loop_close(E, &lpk), 1);
 		for (int i = 0; i < mr; i++)
 			rowp[i] = gep(E, ap, k64(E, i));
@@ -571,11 +546,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		LLVMValueRef ko = LLVMBuildMul(b, k, k64(E, G->a_ks), "");
 		store_f(E, em_load_at(E, adt, LLVMBuildInBoundsGEP2(b, aet, src, &ko, 1, "")),
 		        gep(E, dst, k), 4);
-		LLVMValueRef br = em_loop_close(E, &lpk);
-		if (vw > 1)
-			em_vector_md(E, br, vw, 1);
-		else
-			em_plain_md(E, br, 1);
+		close_widened(E, &lpk, vw);
 		em_plain_md(E, em_loop_close(E, &lpr), 1);
 		for (int q = 0; q < mr; q++)
 			rowp[q] = gep(E, ap, k64(E, (int64_t)q * G->kc));
