@@ -1278,7 +1278,8 @@ bench_elementwise(int64_t n, bool probe)
 			Meas tm = {.ok = true, .t = 1.0};
 			double gbs = triad_gbs((int64_t)bytes, t, &tm.spread);
 			row(name, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s",
-			    probe ? "in L2: the compute ceiling probe; ref double C" : "ref double C",
+			    probe ? "in L2: the compute ceiling probe; ref double C"
+			          : "ref double C",
 			    t > 1 ? &kms[1] : NULL, NULL);
 			/* bench/run turns this into the row against numpy (unfused) */
 			if (probe)
@@ -1437,10 +1438,11 @@ main(int argc, char **argv)
 		     "Adam: an Adam-like update, 4 inputs (param, m, v, grad) and 3 outputs (param, m, v), 12 "
 		     "ops including Sqrt and RealDiv; n = 1M and 16M float32. GeLU and Sigmoid also run "
 		     "against oneDNN's eltwise primitive (gelu_tanh, logistic: its JIT kernels), the "
-		     "hand-written peer for the same math. The compute ceiling probe: GeLU and Sigmoid at "
-		     "n = 64K (512 KiB moved, in L2), 1 thread (64K is a few parallel grains): where kcsd's "
-		     "GB/s there is no higher than at 1M while the triad's is, the chain is bound by its "
-		     "arithmetic, not by memory, and the 1M rows' ratio to the triad is not a memory miss.");
+		     "hand-written peer for the same math. The compute ceiling probe: GeLU and "
+		     "Sigmoid at n = 64K (512 KiB moved, in L2), 1 thread (64K is a few parallel "
+		     "grains): where kcsd's GB/s there is no higher than at 1M while the triad's is, "
+		     "the chain is bound by its arithmetic, not by memory, and the 1M rows' ratio to "
+		     "the triad is not a memory miss.");
 	printf("| workload | shape | threads | kcsd | peer | peer result | kcsd / peer | kcsd cold compile | kcsd err | note |\n"
 	       "|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
 	fflush(stdout);

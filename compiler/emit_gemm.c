@@ -6,11 +6,14 @@
  *
  *   for pc in 0..K step kc:                       K-blocks
  *     pack B[b, pc:pc+kc, n0:n0+nc] -> Bp         nr-wide panels, k-major,
- *                                                 zero-padded past N (stack)
+ *                                                 zero-padded past N (stack);
+ *                                                 a half B converted here
  *     for ir in 0..mc step mr:                    micro-panels of A rows
  *       rows A[b, ms+r, pc], r < mr, at constant offsets (a panel
  *       that would run past M starts at ms = M - mr instead; only when
- *       M < mr do its rows past M repeat row M - 1)
+ *       M < mr do its rows past M repeat row M - 1); a half A (a_pack)
+ *       is first converted into a float32 panel Ap on the stack (row-
+ *       major, or k-major when A is stored along m), read from there
  *       for jr in 0..nc step nr:
  *         acc[mr][nr/vw] = sum_k bcast(A[r][k]) * Bp[jr][k][:]   (FMA)
  *         finish: when K has several blocks, their sums add up in a
@@ -22,13 +25,14 @@
  *                 stores on each element with C's value taken from the tile
  *
  * The micro-kernel keeps its accumulators in SSA values (phis), so they live
- * in vector registers; A is read with broadcast loads (no packing: the rows
- * of a block stay in L1/L2), B from the packed panel with aligned vector
- * loads. The k loop is unrolled by UKR_UNROLL and never vectorised again;
- * every other loop here is emitted with explicit vectors (or is an edge
- * loop) and marked not to be vectorised or unrolled, except the fused
- * epilogue's column loop, which the loop vectorizer turns into vectors
- * (its math calls included). Edge code that the shape rules out gets
+ * in vector registers; A is read with broadcast loads (a float32 A in
+ * place, no packing: the rows of a block stay in L1/L2), B from the packed
+ * panel with aligned vector loads. The k loop is unrolled by UKR_UNROLL
+ * and never vectorised again; every other loop here is emitted with
+ * explicit vectors (or is an edge loop) and marked not to be vectorised or
+ * unrolled, except the fused epilogue's column loop and the half
+ * conversion loops, which the loop vectorizer turns into vectors (the
+ * epilogue's math calls included). Edge code that the shape rules out gets
  * none: no partial rows when mr divides M, no partial columns (tile or
  * panel) when nr divides N, no k tail in the transposed packing when vw
  * divides K and kc. That, and objcode.c's short GEMM pipeline (which
@@ -380,7 +384,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		}
 		LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "pack_k");
 		LLVMValueRef src0 = LLVMBuildAdd(
-		    b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""), nbase, "");
+		    b, LLVMBuildMul(b, LLVMBuildAdd(b, pc, kk, ""), k64(E, G->b_ks), ""), nbase,
+		    "");
 		LLVMValueRef dst = gep(E, panel, LLVMBuildMul(b, kk, k64(E, nr), ""));
 		if (b_half) {
 			LLVMValueRef c = em_loop_open(E, &lc, k64(E, 0), k64(E, nr), 1, "packh_c");
@@ -441,11 +446,12 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				                 LLVMBuildMul(b, LLVMBuildAdd(b, ng, k64(E, i), ""),
 				                              k64(E, G->b_ns), ""),
 				                 LLVMBuildAdd(b, pc, k0, ""), "");
-				rows[i] = b_half ? load_f(E, ht,
-				                          LLVMBuildInBoundsGEP2(b, E->i16, Bb, &off,
-				                                                1, ""),
-				                          2)
-				                 : load_f(E, vt, gep(E, Bb, off), 4);
+				rows[i] =
+				    b_half
+				        ? load_f(E, ht,
+				                 LLVMBuildInBoundsGEP2(b, E->i16, Bb, &off, 1, ""),
+				                 2)
+				        : load_f(E, vt, gep(E, Bb, off), 4);
 			}
 			em_transpose(E, rows, vw);
 			for (int i = 0; b_half && i < vw; i++)
@@ -535,11 +541,10 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 		 * vectorises */
 		EmLoop lpr, lpk;
 		LLVMValueRef r = em_loop_open(E, &lpr, k64(E, 0), k64(E, mr), 1, "apack_r");
-		LLVMValueRef rr =
-		    clamp ? smin(E, r, LLVMBuildSub(b, mrows, k64(E, 1), "")) : r;
-		LLVMValueRef off =
-		    LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, ms, rr, ""), k64(E, G->a_ms), ""),
-		                 LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
+		LLVMValueRef rr = clamp ? smin(E, r, LLVMBuildSub(b, mrows, k64(E, 1), "")) : r;
+		LLVMValueRef off = LLVMBuildAdd(
+		    b, LLVMBuildMul(b, LLVMBuildAdd(b, ms, rr, ""), k64(E, G->a_ms), ""),
+		    LLVMBuildMul(b, pc, k64(E, G->a_ks), ""), "");
 		LLVMValueRef src = LLVMBuildInBoundsGEP2(b, aet, Ab, &off, 1, "");
 		LLVMValueRef dst = gep(E, ap, LLVMBuildMul(b, r, k64(E, G->kc), ""));
 		LLVMValueRef k = em_loop_open(E, &lpk, k64(E, 0), kcur, 1, "apack_k");

@@ -317,10 +317,10 @@ bool ln_idx_equal(const LnIdx *x, const LnIdx *y);
 /* ---- lower_gemm.c: the GEMM stage of a MatMul ----------------------------- */
 /* How operand u of a MatMul with result v is read by a GEMM stage. */
 typedef enum GemmOperand {
-	GEMM_DIRECT,      /* from its buffer, batch stride = its matrix size */
-	GEMM_DIRECT_BC,   /* from its buffer, one matrix for every batch */
-	GEMM_COPY,        /* computed: copied into a float32 workspace first */
-	GEMM_COPY_BC,     /* batch-broadcast unlike v: copied to v's batch dims */
+	GEMM_DIRECT,    /* from its buffer, batch stride = its matrix size */
+	GEMM_DIRECT_BC, /* from its buffer, one matrix for every batch */
+	GEMM_COPY,      /* computed: copied into a float32 workspace first */
+	GEMM_COPY_BC,   /* batch-broadcast unlike v: copied to v's batch dims */
 } GemmOperand;
 /* A float32 or half operand in a buffer is read directly: the GEMM
  * converts a half A into a float32 panel on the stack (LnGemm.a_pack) and
@@ -330,9 +330,10 @@ GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat);
  * reduction)? float32, float16 or bfloat16 operands and result (the GEMM
  * itself is float32: a half A is converted a micro-panel at a time on the
  * stack, a half B as it is packed, a half result by a cast stage after
- * it, which runs as the GEMM's fused epilogue), M >= 2, nothing empty. Decided from the graph alone (mat: per
- * value id, materialised), so ln_count_stages agrees with ln_lower;
- * *ncopies gets the extra stages it needs (operand copies, the cast). */
+ * it, which runs as the GEMM's fused epilogue), M >= 2, nothing empty.
+ * Decided from the graph alone (mat: per value id, materialised), so
+ * ln_count_stages agrees with ln_lower; *ncopies gets the extra stages it
+ * needs (operand copies, the cast). */
 bool gemm_applies(const IrNode *nd, const bool *mat, int *ncopies);
 /* Resolves the blocking of st's GEMM from knobs k (0 = chosen from the
  * shape, deterministically; kc capped at K, and for a long K at its

@@ -1586,7 +1586,8 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	}
 	st->red_op = IR_OP_ADD;
 	st->acc = acc_dtype(st, IR_OP_ADD, v->dtype);
-	one_store(ln, st, buf, linearize(ln, idx, v->shape, v->rank), expr_op(ln, IR_OP_MUL, v->dtype, 2, x));
+	one_store(ln, st, buf, linearize(ln, idx, v->shape, v->rank),
+	          expr_op(ln, IR_OP_MUL, v->dtype, 2, x));
 	collapse(ln, st);
 	return KC_OK;
 }
@@ -1694,7 +1695,8 @@ conv_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 		xv = expr_op(ln, IR_OP_SELECT, xv->dtype, 3, s3);
 	}
 	LnExpr *m[2] = {coerce(ln, xv, v->dtype), coerce(ln, wv, v->dtype)};
-	one_store(ln, st, buf, linearize(ln, o, v->shape, v->rank), expr_op(ln, IR_OP_MUL, v->dtype, 2, m));
+	one_store(ln, st, buf, linearize(ln, o, v->shape, v->rank),
+	          expr_op(ln, IR_OP_MUL, v->dtype, 2, m));
 	return KC_OK;
 }
 
@@ -1894,7 +1896,8 @@ pool_stages(Lower *L, const IrNode *nd, int buf, int *s)
 		c = coerce(ln, c, KC_DT_FLOAT64);
 		cnt = cnt ? expr2(ln, IR_OP_MUL, KC_DT_FLOAT64, cnt, c) : c;
 	}
-	one_store(ln, st, buf, linearize(ln, o, v->shape, v->rank), coerce(ln, expr2(ln, IR_OP_REAL_DIV, KC_DT_FLOAT64, sum, cnt), v->dtype));
+	one_store(ln, st, buf, linearize(ln, o, v->shape, v->rank),
+	          coerce(ln, expr2(ln, IR_OP_REAL_DIV, KC_DT_FLOAT64, sum, cnt), v->dtype));
 	collapse(ln, st);
 	return KC_OK;
 }

@@ -91,8 +91,8 @@ gemm_dtype(KcDtype t)
 GemmOperand
 gemm_operand(const IrValue *u, const IrValue *v, const bool *mat)
 {
-	bool direct = (u->kind == IRV_INPUT || (u->kind == IRV_OP && mat[u->id])) &&
-	              gemm_dtype(u->dtype);
+	bool direct =
+	    (u->kind == IRV_INPUT || (u->kind == IRV_OP && mat[u->id])) && gemm_dtype(u->dtype);
 	int64_t ub = batch_of(u), vb = batch_of(v);
 	int off = v->rank - u->rank;
 	bool same = ub == vb && off >= 0;

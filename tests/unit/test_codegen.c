@@ -3274,9 +3274,12 @@ gemm_half(void)
 		const char *target, *dt;
 		bool ta, tb, tile16; /* tile16: a 16-row x one-vector micro-tile */
 	} cs[] = {
-	    {NULL, "float16", false, false, false},    {NULL, "float16", false, true, true},
-	    {NULL, "float16", true, true, false},      {NULL, "bfloat16", false, true, false},
-	    {NULL, "bfloat16", true, false, false},    {"x86_64-haswell", "float16", false, true, false},
+	    {NULL, "float16", false, false, false},
+	    {NULL, "float16", false, true, true},
+	    {NULL, "float16", true, true, false},
+	    {NULL, "bfloat16", false, true, false},
+	    {NULL, "bfloat16", true, false, false},
+	    {"x86_64-haswell", "float16", false, true, false},
 	    {"x86_64-x86-64", "float16", false, true, false},
 	    {"x86_64-x86-64", "float16", true, false, false},
 	};
@@ -3297,8 +3300,9 @@ gemm_half(void)
 		         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
 		         "\"value\":%s}]",
 		         ta ? "true" : "false", tb ? "true" : "false");
-		snprintf(lbl, sizeof lbl, "%s %s ta %d tb %d%s", cs[ci].target ? cs[ci].target : "host",
-		         cs[ci].dt, ta, tb, cs[ci].tile16 ? " tile 16x1" : "");
+		snprintf(lbl, sizeof lbl, "%s %s ta %d tb %d%s",
+		         cs[ci].target ? cs[ci].target : "host", cs[ci].dt, ta, tb,
+		         cs[ci].tile16 ? " tile 16x1" : "");
 		g_in(&g, "a", cs[ci].dt, sa);
 		g_in(&g, "b", cs[ci].dt, sb);
 		g_opa(&g, "MatMul", attr, "c", cs[ci].dt, "96,64", 2, T("a", cs[ci].dt, sa),
@@ -3308,8 +3312,8 @@ gemm_half(void)
 		snprintf(kn, sizeof kn, "{\"mr\":16,\"nr_vecs\":1,\"vector_width\":%d}",
 		         host_vector_width());
 		build_template = "matmul";
-		OKF(build(&k, &g, "Fused_MatMul", &tgt, cs[ci].tile16 ? kn : NULL, true), "build %s",
-		    lbl);
+		OKF(build(&k, &g, "Fused_MatMul", &tgt, cs[ci].tile16 ? kn : NULL, true),
+		    "build %s", lbl);
 		build_template = "injective";
 		OKF(k.dump.data && strstr(k.dump.data, "half A converted per micro-panel") &&
 		        !strstr(k.dump.data, ":copy") && !strstr(k.dump.data, "stage s1 gemm"),
@@ -3317,8 +3321,8 @@ gemm_half(void)
 		if (cs[ci].tile16 && strstr(host.features, "+f16c")) {
 			char want[48];
 			snprintf(want, sizeof want, "fptrunc <%d x float>", host_vector_width());
-			OKF(k.art.ir && strstr(k.art.ir, want), "%s: the epilogue's cast is %s", lbl,
-			    want);
+			OKF(k.art.ir && strstr(k.art.ir, want), "%s: the epilogue's cast is %s",
+			    lbl, want);
 		}
 		if (k.fn) {
 			static uint16_t a[96 * 80], b[80 * 64], c[96 * 64];
@@ -3336,11 +3340,13 @@ gemm_half(void)
 					for (int q = 0; q < KK; q++) {
 						uint16_t x = ta ? a[q * M + m] : a[m * KK + q];
 						uint16_t y = tb ? b[n * KK + q] : b[q * N + n];
-						acc += bf ? (double)bf2f(x) * bf2f(y) : (double)h2f(x) * h2f(y);
+						acc += bf ? (double)bf2f(x) * bf2f(y)
+						          : (double)h2f(x) * h2f(y);
 					}
 					double got = bf ? bf2f(c[m * N + n]) : h2f(c[m * N + n]);
 					/* within an ulp of the result dtype */
-					bad += fabs(got - acc) > (bf ? 8e-3 : 1e-3) * (1 + fabs(acc));
+					bad +=
+					    fabs(got - acc) > (bf ? 8e-3 : 1e-3) * (1 + fabs(acc));
 				}
 			OKF(bad == 0, "%s: %d wrong", lbl, bad);
 			free(fa), free(fb);

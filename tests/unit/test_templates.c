@@ -970,10 +970,12 @@ matmul(void)
 	/* a half A read in place (lower_gemm.c's a_pack: converted a
 	 * micro-panel at a time on the stack), with several K-blocks, a long K
 	 * (short blocks), M below the micro-tile's rows, row blocks */
-	static const int64_t hb[][3] = {{17, 33, 1025}, {3, 40, 700}, {5, 70, 12289}, {150, 97, 600}};
+	static const int64_t hb[][3] = {
+	    {17, 33, 1025}, {3, 40, 700}, {5, 70, 12289}, {150, 97, 600}};
 	for (size_t e = 0; e < sizeof hb / sizeof hb[0]; e++)
 		for (int t = 0; t < 4; t++)
-			mm2(hb[e][0], hb[e][1], hb[e][2], t & 1, t >> 1, e & 1 ? "bfloat16" : "float16",
+			mm2(hb[e][0], hb[e][1], hb[e][2], t & 1, t >> 1,
+			    e & 1 ? "bfloat16" : "float16",
 			    t == 3 ? (e & 1 ? "bfloat16" : "float16") : "float32", 0);
 	/* int32: exact */
 	for (int i = 0; i < NSW; i += full ? 1 : 2)
