@@ -335,6 +335,11 @@ GemmOperand gemm_operand(const IrValue *u, const IrValue *v, const bool *mat);
  * ln_count_stages agrees with ln_lower; *ncopies gets the extra stages it
  * needs (operand copies, the cast). */
 bool gemm_applies(const IrNode *nd, const bool *mat, int *ncopies);
+/* Does Conv2D node nd lower to a GEMM stage? A pointwise one (1 x 1
+ * kernel, stride 1, no padding, one group) of float32/half values that are
+ * inputs or materialised (read in place): NHWC is [N*H*W, C] x [C, O],
+ * NCHW per image [O, C] x [C, H*W]. A half result adds its cast stage. */
+bool conv_gemm_applies(const IrNode *nd, const bool *mat);
 /* Resolves the blocking of st's GEMM from knobs k (0 = chosen from the
  * shape, deterministically; kc capped at K, and for a long K at its
  * accuracy cap, lower_gemm.c) and sizes its unit loop. */

@@ -1082,8 +1082,11 @@ plan(Arena *a, const IrGraph *g, Plan *P)
 				P->nmat += 1 + ncopies;
 			else
 				P->nmat += 1 + nd->attrs.trans_a + !nd->attrs.trans_b;
-		}
-		else if (ir_op_info[nd->op].kind == OPK_ARG) /* max/min, then index */
+		} else if (ir_op_info[nd->op].kind == OPK_CONV && conv_gemm_applies(nd, P->mat)) {
+			P->nmat += 1 + (nd->out[0]->dtype != KC_DT_FLOAT32); /* + its cast */
+			P->nmatmul++; /* the "matmul" template: its knobs block the GEMM */
+			P->nreduce--;
+		} else if (ir_op_info[nd->op].kind == OPK_ARG) /* max/min, then index */
 			P->nmat += 2;
 		else if (nd->op == IR_OP_POOL2D && !nd->attrs.pool_max) /* sum, then / */
 			P->nmat += 2;
@@ -1437,6 +1440,14 @@ mm_pack(Lower *L, const IrValue *u, int *s)
 	return copy_store(ln, st, buf, idx, &pk, value_at(L, u, j), u->dtype) ? buf : -1;
 }
 
+/* The buffer of an operand the GEMM reads in place (an input, or a
+ * materialised value). */
+static int
+direct_buf(const Lower *L, const IrValue *u)
+{
+	return u->kind == IRV_INPUT ? u->input_index : L->matbuf[u->id];
+}
+
 /* MatMul as a GEMM stage (lower_gemm.c): operand u's buffer and strides,
  * after a copy stage when gemm_operand says so. */
 static int
@@ -1448,7 +1459,7 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
 
 	*bs = k == GEMM_DIRECT_BC || (k == GEMM_COPY && u->numel == mat) ? 0 : mat;
 	if (k == GEMM_DIRECT || k == GEMM_DIRECT_BC)
-		return u->kind == IRV_INPUT ? u->input_index : L->matbuf[u->id];
+		return direct_buf(L, u);
 	/* the copy: u itself, or u broadcast to v's batch dims */
 	IrValue cp = *u;
 	if (k == GEMM_COPY_BC) {
@@ -1470,46 +1481,119 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
 	return copy_store(ln, st, buf, idx, &cp, value_at(L, u, j), KC_DT_FLOAT32) ? buf : -1;
 }
 
+/* A new GEMM stage C[batch x M x N] into buf over K; the caller sets its
+ * operands (a, b, their strides, a_pack). Until the schedule sets a
+ * blocking, one unit per batch (mc = M, nc = N, kc = K). */
+static LnGemm *
+gemm_stage_new(Lower *L, const IrValue *v, int buf, int *s, int64_t batch, int64_t M, int64_t N,
+               int64_t K)
+{
+	LoopNest *ln = L->ln;
+	LnGemm *G = ARENA_NEW(ln->arena, LnGemm);
+	G->batch = batch;
+	G->M = M;
+	G->N = N;
+	G->K = K;
+	G->epi = -1;
+	G->c = buf;
+	G->acc = workspace_of(ln, v, "acc", KC_DT_FLOAT64, batch * M * N);
+	LnStage *st = stage_new(L, (*s)++);
+	st->gemm = G;
+	st->nloops = 1;
+	st->loops[0].var = ln_var_new(ln, batch);
+	st->loops[0].extent = batch;
+	G->mr = 1;
+	G->vw = 1;
+	G->nr = 1;
+	G->mc = M;
+	G->nc = N;
+	G->kc = K;
+	G->units_m = G->units_n = 1;
+	return G;
+}
+
 static KcStatus
 gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 {
 	LoopNest *ln = L->ln;
 	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
-	LnGemm *G = ARENA_NEW(ln->arena, LnGemm);
 	int64_t ar = a->shape[a->rank - 2], ac = a->shape[a->rank - 1];
 	int64_t bc = b->shape[b->rank - 1];
-
-	G->batch = 1;
+	int64_t batch = 1;
 	for (int d = 0; d < v->rank - 2; d++)
-		G->batch *= v->shape[d];
-	G->M = v->shape[v->rank - 2];
-	G->N = v->shape[v->rank - 1];
-	G->K = nd->attrs.trans_a ? ar : ac;
-	G->epi = -1;
-	if ((G->a = gemm_operand_buf(L, a, v, s, &G->a_bs)) < 0 ||
-	    (G->b = gemm_operand_buf(L, b, v, s, &G->b_bs)) < 0)
+		batch *= v->shape[d];
+	int64_t ab, bb;
+	int ia = gemm_operand_buf(L, a, v, s, &ab), ib = gemm_operand_buf(L, b, v, s, &bb);
+	if (ia < 0 || ib < 0)
 		return L->err->status;
+	LnGemm *G = gemm_stage_new(L, v, buf, s, batch, v->shape[v->rank - 2],
+	                           v->shape[v->rank - 1], nd->attrs.trans_a ? ar : ac);
+	G->a = ia;
+	G->b = ib;
+	G->a_bs = ab;
+	G->b_bs = bb;
 	G->a_pack = ln->bufs[G->a].dtype != KC_DT_FLOAT32;
 	G->a_ms = nd->attrs.trans_a ? 1 : ac; /* a is [M, K], or [K, M] */
 	G->a_ks = nd->attrs.trans_a ? ac : 1;
 	G->b_ks = nd->attrs.trans_b ? 1 : bc; /* b is [K, N], or [N, K] */
 	G->b_ns = nd->attrs.trans_b ? bc : 1;
-	G->c = buf;
-	G->acc = workspace_of(ln, v, "acc", KC_DT_FLOAT64, G->batch * G->M * G->N);
-	LnStage *st = stage_new(L, (*s)++);
-	st->gemm = G;
-	st->nloops = 1;
-	/* one loop over the work units; until the schedule sets a blocking,
-	 * one unit per batch (mc = M, nc = N, kc = K) */
-	st->loops[0].var = ln_var_new(ln, G->batch);
-	st->loops[0].extent = G->batch;
-	G->mr = 1;
-	G->vw = 1;
-	G->nr = 1;
-	G->mc = G->M;
-	G->nc = G->N;
-	G->kc = G->K;
-	G->units_m = G->units_n = 1;
+	return KC_OK;
+}
+
+/* A pointwise Conv2D (conv_gemm_applies) as a GEMM stage, operands read in
+ * place. NHWC: x [N*H*W, C] times the weight [O, C] (stored like a
+ * transposed B), C = y [N*H*W, O]. NCHW: per image, the weight [O, C]
+ * (shared by every batch) times x_n [C, H*W], C = y_n [O, H*W]. */
+static KcStatus
+conv_gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
+{
+	LoopNest *ln = L->ln;
+	const IrValue *x = nd->in[0], *w = nd->in[1], *v = nd->out[0];
+	int64_t O = w->shape[0];
+	LnGemm *G;
+	if (nd->attrs.nhwc) {
+		int64_t C = x->shape[3];
+		G = gemm_stage_new(L, v, buf, s, 1, x->shape[0] * x->shape[1] * x->shape[2], O, C);
+		G->a = direct_buf(L, x);
+		G->b = direct_buf(L, w);
+		G->a_bs = G->b_bs = 0;
+		G->a_ms = C, G->a_ks = 1;
+		G->b_ks = 1, G->b_ns = C;
+	} else {
+		int64_t C = x->shape[1], HW = x->shape[2] * x->shape[3];
+		G = gemm_stage_new(L, v, buf, s, x->shape[0], O, HW, C);
+		G->a = direct_buf(L, w);
+		G->b = direct_buf(L, x);
+		G->a_bs = 0, G->a_ms = C, G->a_ks = 1;
+		G->b_bs = C * HW, G->b_ks = HW, G->b_ns = 1;
+	}
+	G->a_pack = ln->bufs[G->a].dtype != KC_DT_FLOAT32;
+	return KC_OK;
+}
+
+/* A GEMM stage built by gemm (gemm_stage or conv_gemm_stage) into buf:
+ * directly when the result v is float32; a half result goes through a
+ * float32 workspace, then its cast, an injective stage that reads C at its
+ * own index (so it runs as the GEMM's fused epilogue, on each finished
+ * tile). */
+static KcStatus
+gemm_into(Lower *L, const IrNode *nd, int buf, int *s,
+          KcStatus (*gemm)(Lower *, const IrNode *, int, int *))
+{
+	LoopNest *ln = L->ln;
+	const IrValue *v = nd->out[0];
+	if (v->dtype == KC_DT_FLOAT32)
+		return gemm(L, nd, buf, s);
+	int c32 = workspace_of(ln, v, "f32", KC_DT_FLOAT32, v->numel);
+	KcStatus r = gemm(L, nd, c32, s);
+	if (r != KC_OK)
+		return r;
+	LnIdx *ix[KC_MAX_RANK];
+	LnStage *st = copy_stage(L, s, v, ix);
+	LnExpr *c = expr_new(ln, LNE_LOAD, KC_DT_FLOAT32);
+	c->buf = c32;
+	c->idx = linearize(ln, ix, v->shape, v->rank);
+	copy_store(ln, st, buf, ix, v, c, v->dtype);
 	return KC_OK;
 }
 
@@ -1527,24 +1611,8 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	LoopNest *ln = L->ln;
 	int ncopies;
 	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
-	if (gemm_applies(nd, L->mat, &ncopies)) {
-		if (v->dtype == KC_DT_FLOAT32)
-			return gemm_stage(L, nd, buf, s);
-		/* a half result: the GEMM into a float32 workspace, then its
-		 * cast, an injective stage that reads C at its own index (so it
-		 * runs as the GEMM's fused epilogue, on each finished tile) */
-		int c32 = workspace_of(ln, v, "f32", KC_DT_FLOAT32, v->numel);
-		KcStatus r = gemm_stage(L, nd, c32, s);
-		if (r != KC_OK)
-			return r;
-		LnIdx *ix[KC_MAX_RANK];
-		LnStage *st = copy_stage(L, s, v, ix);
-		LnExpr *c = expr_new(ln, LNE_LOAD, KC_DT_FLOAT32);
-		c->buf = c32;
-		c->idx = linearize(ln, ix, v->shape, v->rank);
-		copy_store(ln, st, buf, ix, v, c, v->dtype);
-		return KC_OK;
-	}
+	if (gemm_applies(nd, L->mat, &ncopies))
+		return gemm_into(L, nd, buf, s, gemm_stage);
 	int vr = v->rank, pa = -1, pb = -1;
 	int64_t K = nd->attrs.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
 	LnIdx *idx[KC_MAX_RANK], *ja[KC_MAX_RANK], *jb[KC_MAX_RANK], *kx;
@@ -1644,8 +1712,9 @@ conv_coord(Lower *L, LnIdx *o, LnIdx *k, int64_t s, int64_t d, int64_t lo, int64
  * NCHW: ci, kh, kw). Taps in the padding read 0 through a select on
  * in-bounds (no padded copy). Operands are widened to the output dtype
  * (the parser refuses a narrowing dst_type); the accumulator is
- * acc_dtype (fp16 -> f32, fp32 -> f64). (The packed-GEMM templates of the
- * next issue replace this; it is the correct baseline.) */
+ * acc_dtype (fp16 -> f32, fp32 -> f64). A pointwise Conv2D (1 x 1, stride
+ * 1, no padding, one group) is a GEMM stage instead (conv_gemm_stage);
+ * others run here: an implicit GEMM for them is future work. */
 static KcStatus
 conv_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 {
@@ -1991,6 +2060,12 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 		}
 		if (ir_op_info[nd->op].kind == OPK_MATMUL) {
 			if ((stt = matmul_stages(&L, nd, L.matbuf[v->id], &s)) != KC_OK)
+				return stt;
+			continue;
+		}
+		if (ir_op_info[nd->op].kind == OPK_CONV && conv_gemm_applies(nd, L.mat)) {
+			if ((stt = gemm_into(&L, nd, L.matbuf[v->id], &s, conv_gemm_stage)) !=
+			    KC_OK)
 				return stt;
 			continue;
 		}

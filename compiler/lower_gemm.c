@@ -129,6 +129,32 @@ gemm_applies(const IrNode *nd, const bool *mat, int *ncopies)
 	return true;
 }
 
+bool
+conv_gemm_applies(const IrNode *nd, const bool *mat)
+{
+	const IrValue *x = nd->in[0], *w = nd->in[1], *v = nd->out[0];
+	const IrAttrs *a = &nd->attrs;
+
+	if (nd->op != IR_OP_CONV2D || x->rank != 4 || w->rank != 4 || v->rank != 4)
+		return false;
+	if (!gemm_dtype(x->dtype) || !gemm_dtype(w->dtype) || !gemm_dtype(v->dtype))
+		return false;
+	for (int i = 0; i < 2; i++) {
+		const IrValue *u = nd->in[i];
+		if (!(u->kind == IRV_INPUT || (u->kind == IRV_OP && mat[u->id])))
+			return false;
+	}
+	int64_t KH = w->shape[a->nhwc ? 1 : 2], KW = w->shape[a->nhwc ? 2 : 3];
+	if (KH != 1 || KW != 1 || a->stride[0] != 1 || a->stride[1] != 1 || a->groups != 1)
+		return false;
+	for (int i = 0; i < 4; i++)
+		if (a->pad[i] != 0)
+			return false;
+	int64_t C = x->shape[a->nhwc ? 3 : 1];
+	int64_t M = a->nhwc ? x->shape[0] * x->shape[1] * x->shape[2] : w->shape[0];
+	return M >= 2 && C >= 1 && C <= GEMM_LONG_K_MAX && v->numel >= 1;
+}
+
 static int64_t
 cdiv(int64_t a, int64_t b)
 {

@@ -3421,6 +3421,9 @@ conv2ds(void)
 	    {1, 16, 5, 5, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0},
 	    {2, 33, 11, 11, 7, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0},
 	    {1, 5, 6, 7, 3, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, 0, 0},
+	    /* pointwise, on the GEMM: NCHW half -> float32, NHWC half -> half */
+	    {2, 24, 6, 5, 10, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1},
+	    {1, 24, 3, 3, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0},
 	};
 	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
 		int N = cs[ci].N, C = cs[ci].C, H = cs[ci].H, W = cs[ci].W, O = cs[ci].O;
@@ -3476,6 +3479,11 @@ conv2ds(void)
 			if (low)
 				printf("# %.1500s\n", low);
 		}
+		/* a pointwise Conv2D is a GEMM stage (lower_gemm.c conv_gemm_applies) */
+		bool pw = KH == 1 && KW == 1 && cs[ci].sh == 1 && cs[ci].sw == 1 && grp == 1 &&
+		          !cs[ci].pt && !cs[ci].pb && !cs[ci].pl && !cs[ci].pr;
+		OKF(k.dump.data && (strstr(k.dump.data, " gemm b") != NULL) == pw,
+		    "conv2d case %zu: a GEMM stage iff pointwise (%d)", ci, pw);
 		size_t nx = (size_t)N * C * H * W, nw = (size_t)O * Cg * KH * KW;
 		size_t no = (size_t)N * O * OH * OW, es = half ? 2 : 4, oes = cs[ci].o32 ? 4 : es;
 		float *fx = frand(nx, -1, 1, 61 + (unsigned)ci), *fw = frand(nw, -1, 1, 71);

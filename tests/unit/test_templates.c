@@ -1627,6 +1627,9 @@ conv2d(void)
 	    {1, 6, 31, 13, 4, 7, 7, 2, 3, 1, 1, {3, 3, 3, 3}, 2}, /* 7x7 stem-like, odd stride */
 	    {3, 16, 15, 17, 17, 3, 3, 2, 2, 1, 1, {0, 1, 0, 1}, 1},
 	    {1, 32, 28, 28, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1},
+	    /* pointwise, large enough for several GEMM units (lower_gemm.c's
+	     * conv_gemm_applies: a 1x1 stride-1 unpadded Conv2D is a GEMM) */
+	    {2, 70, 13, 11, 40, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1},
 	    {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1}, /* --full only */
 	};
 	enum { NCS = sizeof cs / sizeof cs[0] };
@@ -1641,6 +1644,11 @@ conv2d(void)
 		}
 	conv(&cs[1], true, "float16", "float32", false);
 	conv(&cs[3], false, "float16", "float32", true);
+	for (int l = 0; l < 2; l++) { /* the GEMM path: half in, every epilogue */
+		conv(&cs[5], l == 0, "float16", "float32", true);
+		conv(&cs[NCS - 2], l == 0, "float16", "float16", true);
+		conv(&cs[NCS - 2], l == 0, "bfloat16", "float32", false);
+	}
 }
 
 /* ---- driver ---------------------------------------------------------------------------- */
