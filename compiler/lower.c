@@ -1481,15 +1481,19 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
 	return copy_store(ln, st, buf, idx, &cp, value_at(L, u, j), KC_DT_FLOAT32) ? buf : -1;
 }
 
-/* A new GEMM stage C[batch x M x N] into buf over K; the caller sets its
- * operands (a, b, their strides, a_pack). Until the schedule sets a
- * blocking, one unit per batch (mc = M, nc = N, kc = K). */
+/* A new GEMM stage C[batch x M x N] = A * B over K into buf, reading
+ * buffers a and b (a half A is converted on the stack: a_pack); the caller
+ * sets their strides. Until the schedule sets a blocking, one unit per
+ * batch (mc = M, nc = N, kc = K). */
 static LnGemm *
-gemm_stage_new(Lower *L, const IrValue *v, int buf, int *s, int64_t batch, int64_t M, int64_t N,
-               int64_t K)
+gemm_stage_new(Lower *L, const IrValue *v, int buf, int a, int b, int *s, int64_t batch,
+               int64_t M, int64_t N, int64_t K)
 {
 	LoopNest *ln = L->ln;
 	LnGemm *G = ARENA_NEW(ln->arena, LnGemm);
+	G->a = a;
+	G->b = b;
+	G->a_pack = ln->bufs[a].dtype != KC_DT_FLOAT32;
 	G->batch = batch;
 	G->M = M;
 	G->N = N;
@@ -1515,7 +1519,6 @@ gemm_stage_new(Lower *L, const IrValue *v, int buf, int *s, int64_t batch, int64
 static KcStatus
 gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 {
-	LoopNest *ln = L->ln;
 	const IrValue *a = nd->in[0], *b = nd->in[1], *v = nd->out[0];
 	int64_t ar = a->shape[a->rank - 2], ac = a->shape[a->rank - 1];
 	int64_t bc = b->shape[b->rank - 1];
@@ -1526,13 +1529,10 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 	int ia = gemm_operand_buf(L, a, v, s, &ab), ib = gemm_operand_buf(L, b, v, s, &bb);
 	if (ia < 0 || ib < 0)
 		return L->err->status;
-	LnGemm *G = gemm_stage_new(L, v, buf, s, batch, v->shape[v->rank - 2],
+	LnGemm *G = gemm_stage_new(L, v, buf, ia, ib, s, batch, v->shape[v->rank - 2],
 	                           v->shape[v->rank - 1], nd->attrs.trans_a ? ar : ac);
-	G->a = ia;
-	G->b = ib;
 	G->a_bs = ab;
 	G->b_bs = bb;
-	G->a_pack = ln->bufs[G->a].dtype != KC_DT_FLOAT32;
 	G->a_ms = nd->attrs.trans_a ? 1 : ac; /* a is [M, K], or [K, M] */
 	G->a_ks = nd->attrs.trans_a ? ac : 1;
 	G->b_ks = nd->attrs.trans_b ? 1 : bc; /* b is [K, N], or [N, K] */
@@ -1547,27 +1547,23 @@ gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 static KcStatus
 conv_gemm_stage(Lower *L, const IrNode *nd, int buf, int *s)
 {
-	LoopNest *ln = L->ln;
 	const IrValue *x = nd->in[0], *w = nd->in[1], *v = nd->out[0];
 	int64_t O = w->shape[0];
 	LnGemm *G;
 	if (nd->attrs.nhwc) {
 		int64_t C = x->shape[3];
-		G = gemm_stage_new(L, v, buf, s, 1, x->shape[0] * x->shape[1] * x->shape[2], O, C);
-		G->a = direct_buf(L, x);
-		G->b = direct_buf(L, w);
+		G = gemm_stage_new(L, v, buf, direct_buf(L, x), direct_buf(L, w), s, 1,
+		                   x->shape[0] * x->shape[1] * x->shape[2], O, C);
 		G->a_bs = G->b_bs = 0;
 		G->a_ms = C, G->a_ks = 1;
 		G->b_ks = 1, G->b_ns = C;
 	} else {
 		int64_t C = x->shape[1], HW = x->shape[2] * x->shape[3];
-		G = gemm_stage_new(L, v, buf, s, x->shape[0], O, HW, C);
-		G->a = direct_buf(L, w);
-		G->b = direct_buf(L, x);
+		G = gemm_stage_new(L, v, buf, direct_buf(L, w), direct_buf(L, x), s, x->shape[0], O,
+		                   HW, C);
 		G->a_bs = 0, G->a_ms = C, G->a_ks = 1;
 		G->b_bs = C * HW, G->b_ks = HW, G->b_ns = 1;
 	}
-	G->a_pack = ln->bufs[G->a].dtype != KC_DT_FLOAT32;
 	return KC_OK;
 }
 
@@ -1598,8 +1594,8 @@ gemm_into(Lower *L, const IrNode *nd, int buf, int *s,
 }
 
 /* MatMul/BatchMatMul into buf. Where gemm_applies (lower_gemm.c), a GEMM
- * stage (float32 copies of half operands first; a half result goes through
- * a float32 workspace and a cast stage that runs as the GEMM's fused
+ * stage (gemm_into: half operands read in place, a half result through a
+ * float32 workspace and a cast stage that runs as the GEMM's fused
  * epilogue). Otherwise the reduction baseline: operands that are not
  * k-contiguous are packed first (transpose_a: a; !transpose_b: b), then one
  * reduction stage, spatial loops over the output [batch..., M, N] and the
