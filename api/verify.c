@@ -8,7 +8,7 @@
  * with posix_spawn (never a bare fork of this threaded process) under
  * rlimits and a wall-clock timeout: a signal death answers
  * failure "crashed", the timeout (SIGKILL) or RLIMIT_CPU "timeout". A
- * second runner invocation (kcsd-runner --ref) evaluates compiler/interp.c
+ * second runner invocation (kcsd-runner --ref) evaluates graph/interp.c
  * on the same inputs under the same limits, so an interpreter crash or
  * runaway is a 500 for this request, never the daemon's death; the daemon
  * only generates the inputs and compares each

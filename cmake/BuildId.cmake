@@ -15,7 +15,15 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
   set(_all "${KC_ID_VERSION}\n${KC_ID_LLVM}\n")
-  foreach(dir IN LISTS KC_ID_DIRS)
+  string(REPLACE "|" ";" _dirs "${KC_ID_DIRS}")
+  list(LENGTH _dirs _n)
+  if(_n EQUAL 0)
+    message(FATAL_ERROR "BuildId.cmake: no source folders")
+  endif()
+  foreach(dir IN LISTS _dirs)
+    if(NOT IS_DIRECTORY "${dir}")
+      message(FATAL_ERROR "BuildId.cmake: ${dir} is not a folder")
+    endif()
     file(GLOB_RECURSE _files LIST_DIRECTORIES false
          "${dir}/*.c" "${dir}/*.h" "${dir}/*.def")
     list(SORT _files)
@@ -51,14 +59,14 @@ function(kc_build_id header version llvm_version)
   # CONFIGURE_DEPENDS: a new or removed file re-runs CMake, so the
   # dependency list below stays complete.
   file(GLOB_RECURSE deps CONFIGURE_DEPENDS ${globs})
-  string(REPLACE ";" "\\;" dirs_arg "${dirs}")
+  string(REPLACE ";" "|" dirs_arg "${dirs}")
   # The stamp is the command's output, always older than its inputs after
   # an edit; the header is a byproduct that only changes with the id.
   add_custom_command(
     OUTPUT ${header}.stamp
     BYPRODUCTS ${header}
     COMMAND ${CMAKE_COMMAND} -DKC_ID_OUT=${header} -DKC_ID_VERSION=${version}
-            -DKC_ID_LLVM=${llvm_version} "-DKC_ID_DIRS=${dirs_arg}"
+            -DKC_ID_LLVM=${llvm_version} -DKC_ID_DIRS=${dirs_arg}
             -P ${_KC_BUILD_ID_SCRIPT}
     COMMAND ${CMAKE_COMMAND} -E touch ${header}.stamp
     DEPENDS ${deps} ${_KC_BUILD_ID_SCRIPT}

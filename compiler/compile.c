@@ -1,17 +1,19 @@
-/* compile.c - kc_compile: the backend pipeline as straight-line code.
+/* compile.c - kc_compile: the whole pipeline as straight-line code.
  *
  *   IrGraph (parsed, typed; kc_parse ran before; dumped as "graph")
- *     lower        lower.c     graph -> loop nest: injective stages, inlined
- *                              DAG per output group, dims merged
- *     verify       lower.c     indices in bounds, vars bound, dtypes agree
- *     schedule     sched.c     vectorize / unroll / parallel annotations;
- *                  fuse.c      transpose tiles, rfactor, row fusion
- *     verify       lower.c
- *     emit-llvm    emit_llvm.c loop nest -> LLVM module (kcs-cpu-v1 entry)
- *     optimize     objcode.c   verify, default<O3> (or the short GEMM
- *                              pipeline for a module of GEMM stages), verify
- *     object       objcode.c   TargetMachine -> ELF object in memory
- *     link         link.c      system linker -> shared object
+ *     lower        loop/lower.c      graph -> loop nest: injective stages,
+ *                                    inlined DAG per output group, dims merged
+ *     verify       loop/verify.c     indices in bounds, vars bound, dtypes agree
+ *     schedule     loop/sched.c      vectorize / unroll / parallel annotations;
+ *                  loop/fuse.c       transpose tiles, rfactor, row fusion
+ *     verify       loop/verify.c
+ *     -- the backend (KcBackend, llvm/llvm.h) the target names: cpu/ --
+ *     emit-llvm    cpu/emit_llvm.c   loop nest -> LLVM module (kcs-cpu-v1 entry)
+ *     optimize     llvm/objcode.c    verify, default<O3> (or the short GEMM
+ *                                    pipeline the backend picks), verify
+ *     object       llvm/objcode.c    TargetMachine -> ELF object in memory
+ *     link         link/link.c       in-process ELF linker (link_elf.c), or
+ *                                    the system linker -> shared object
  *   KcArtifact (symbol, .so bytes, optimised IR)
  *
  * Each pass appends "== name ==" and its dump to opts->dump when set.
@@ -23,9 +25,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loopnest.h"
+#include "cpu.h"
 
 #define MAX_SYMBOL 100 /* characters of the graph name kept in the symbol */
+
+/* The backends, in the order kc_compile asks them (the first that accepts
+ * the target emits). */
+static const KcBackend *const backends[] = {&kc_backend_cpu};
+
+static const KcBackend *
+backend_for(const KcTarget *t)
+{
+	for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+		if (backends[i]->accepts(t))
+			return backends[i];
+	return NULL;
+}
 
 /* Graph name -> [A-Za-z0-9_]+ "_kernel", never starting with a digit. */
 static void
@@ -92,9 +107,13 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	LLVMTargetMachineRef tm = NULL;
 	unsigned char *obj = NULL;
 	size_t obj_len = 0;
+	const KcBackend *be = backend_for(t);
 	KcStatus st;
 
 	memset(out, 0, sizeof *out);
+	if (!be)
+		return kc_fail(err, KC_UNSUPPORTED, "compile", "no backend for target %.200s",
+		               t->name);
 	make_symbol(kc_graph_name(g), out->symbol, sizeof out->symbol);
 	if (!s)
 		s = kc_schedule_default(c, g, t);
@@ -126,7 +145,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	ctx = LLVMContextCreate();
 	LLVMContextSetDiagnosticHandler(ctx, on_diagnostic, NULL);
 	mod = LLVMModuleCreateWithNameInContext(out->symbol, ctx);
-	if ((st = emit_module(ln, mod, out->symbol, err)) != KC_OK)
+	if ((st = be->emit(ln, t, mod, out->symbol, err)) != KC_OK)
 		goto done;
 	dump_module(o, "emit-llvm", mod);
 
@@ -134,7 +153,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 		st = err->status;
 		goto done;
 	}
-	if ((st = obj_optimize(mod, tm, obj_pipeline(ln), o->verify, err)) != KC_OK)
+	if ((st = obj_optimize(mod, tm, be->pipeline(ln), o->verify, err)) != KC_OK)
 		goto done;
 	dump_module(o, "optimize", mod);
 	if (o->want_ir) {
@@ -145,7 +164,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 		LLVMDisposeMessage(s_ir);
 	}
 
-	if ((st = obj_emit(mod, tm, LLVMObjectFile, &obj, &obj_len, err)) != KC_OK)
+	if ((st = obj_emit(mod, tm, be->object_kind, &obj, &obj_len, err)) != KC_OK)
 		goto done;
 	if (o->dump) {
 		dump_header(o, "object");
@@ -153,7 +172,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	}
 
 	t1 = kc_now_us();
-	st = link_shared(obj, obj_len, t, o, &out->object, &out->object_len, err);
+	st = be->link(obj, obj_len, t, o, &out->object, &out->object_len, err);
 	out->link_ms = (double)(kc_now_us() - t1) / 1000.0;
 	if (st != KC_OK)
 		goto done;

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "graph.h"
 
 #define NAME_MAX_LEN 1000
 #define MAX_FEATS 512

@@ -9,7 +9,6 @@ set(KC_AARCH64_SYSROOT /usr/aarch64-linux-gnu CACHE PATH "AArch64 libc for qemu-
 
 add_executable(test_aarch64 ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_aarch64.c)
 target_link_libraries(test_aarch64 PRIVATE kc_compiler kc_t PkgConfig::CJSON dl m)
-target_include_directories(test_aarch64 PRIVATE ${CMAKE_SOURCE_DIR}/compiler)
 
 if(KC_AARCH64_CC AND KC_QEMU_AARCH64 AND EXISTS ${KC_AARCH64_SYSROOT}/lib)
   set(_runner ${CMAKE_CURRENT_BINARY_DIR}/aarch64_runner)

@@ -4,6 +4,5 @@
 # --seed N explores other graphs.
 add_executable(test_graphfuzz ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_graphfuzz.c)
 target_link_libraries(test_graphfuzz PRIVATE kc_compiler kc_t dl m Threads::Threads)
-target_include_directories(test_graphfuzz PRIVATE ${CMAKE_SOURCE_DIR}/compiler)
 add_test(NAME test_graphfuzz COMMAND test_graphfuzz --count 500)
 set_tests_properties(test_graphfuzz PROPERTIES LABELS slow TIMEOUT 600)

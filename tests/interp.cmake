@@ -1,10 +1,9 @@
-# Reference interpreter (compiler/interp.c): every op against hand-computed
+# Reference interpreter (graph/interp.c): every op against hand-computed
 # values, then compiled kernels (hand-built graphs and the corpus) against
-# it; MindSpore's kernel-name hash (compiler/mshash.c) against the corpus.
+# it; MindSpore's kernel-name hash (graph/mshash.c) against the corpus.
 foreach(t test_interp test_mshash)
   add_executable(${t} ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.c)
   target_link_libraries(${t} PRIVATE kc_compiler kc_t PkgConfig::CJSON dl m)
-  target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/compiler)
   add_test(NAME ${t} COMMAND ${t})
 endforeach()
 set_tests_properties(test_interp PROPERTIES LABELS slow TIMEOUT 600)

@@ -9,6 +9,5 @@
 # sweep, KC_TEMPLATES_FILTER=SUBSTR a subset.
 add_executable(test_templates ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_templates.c)
 target_link_libraries(test_templates PRIVATE kc_compiler kc_t dl m Threads::Threads)
-target_include_directories(test_templates PRIVATE ${CMAKE_SOURCE_DIR}/compiler)
 add_test(NAME test_templates COMMAND test_templates)
 set_tests_properties(test_templates PROPERTIES LABELS slow TIMEOUT 900)

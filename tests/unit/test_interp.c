@@ -1,4 +1,4 @@
-/* test_interp.c - the reference interpreter (compiler/interp.c).
+/* test_interp.c - the reference interpreter (graph/interp.c).
  *
  * 1. Every op of ops.def against hand-computed values, with the dtype edge
  *    cases the backend defines (integer x/0 = 0, INT_MIN/-1, saturating

@@ -1,4 +1,4 @@
-/* test_link.c - the in-process linker (compiler/link_elf.c) against ld.
+/* test_link.c - the in-process linker (link/link_elf.c) against ld.
  *
  * Kernels (Add chains, Tanh/Exp/Erf, Pow, f16<->f32 casts, Select with
  * comparisons, Floor/Round that need libm on baseline x86-64) are compiled
@@ -18,7 +18,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "loopnest.h"
+#include "cpu.h"
+#include "link.h"
 #include "t.h"
 
 typedef int32_t (*KernelFn)(const void *rt, void *const *args, const int64_t *dims);
@@ -182,7 +183,7 @@ make_object(const Spec *s, const KcTarget *t, unsigned char **obj, size_t *len)
 	          sched_apply(ln, kc_schedule_default(c, g, t), &err) == KC_OK &&
 	          emit_module(ln, mod, "k_kernel", &err) == KC_OK &&
 	          (tm = obj_target_machine(t, &err)) != NULL &&
-	          obj_optimize(mod, tm, obj_pipeline(ln), false, &err) == KC_OK &&
+	          obj_optimize(mod, tm, cpu_pipeline(ln), false, &err) == KC_OK &&
 	          obj_emit(mod, tm, LLVMObjectFile, obj, len, &err) == KC_OK;
 	if (!ok)
 		printf("# make_object %s: %s\n", s->name, err.msg);
@@ -596,18 +597,18 @@ fallback(void)
 	}
 	OK(changed);
 	OK(link_status(obj, len) == KC_UNSUPPORTED);
-	KcCompileOptions o = {0};
+	LinkOptions o = {.triple = t.triple};
 	KcErr e1 = {0}, e2 = {0}, e3 = {0};
 	o.linker = "internal";
-	OK(link_shared(obj, len, &t, &o, &so, &n, &e1) == KC_CODEGEN && !so &&
+	OK(link_shared(obj, len, &o, &so, &n, &e1) == KC_CODEGEN && !so &&
 	   strstr(e1.msg, "unsupported"));
 	printf("# internal: %s\n", e1.msg);
 	o.linker = NULL;
-	OKF(link_shared(obj, len, &t, &o, &so, &n, &e2) == KC_OK && so, "fallback: %s", e2.msg);
+	OKF(link_shared(obj, len, &o, &so, &n, &e2) == KC_OK && so, "fallback: %s", e2.msg);
 	free(so);
 	so = NULL;
 	o.linker = "";
-	OK(link_shared(obj, len, &t, &o, &so, &n, &e3) == KC_OK && so);
+	OK(link_shared(obj, len, &o, &so, &n, &e3) == KC_OK && so);
 	free(so);
 	free(obj);
 	/* aarch64 is not handled in process: automatic still links (ld.lld) */
@@ -651,9 +652,10 @@ bench(void)
 	KcErr err = {0};
 	unsigned char *obj = NULL, *so = NULL;
 	size_t len = 0, n = 0;
-	KcCompileOptions o = {0};
+	LinkOptions o = {0};
 
 	kc_target_host(&t, &err);
+	o.triple = t.triple;
 	for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++) {
 		if (!make_object(&specs[si], &t, &obj, &len))
 			continue;
@@ -666,7 +668,7 @@ bench(void)
 		o.linker = "ld";
 		t0 = kc_now_us();
 		for (int i = 0; i < 100; i++) {
-			link_shared(obj, len, &t, &o, &so, &n, &err);
+			link_shared(obj, len, &o, &so, &n, &err);
 			free(so);
 		}
 		double ld_us = (double)(kc_now_us() - t0) / 100.0;

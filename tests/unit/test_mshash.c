@@ -1,4 +1,4 @@
-/* test_mshash.c - MindSpore's kernel-name hash (compiler/mshash.c).
+/* test_mshash.c - MindSpore's kernel-name hash (graph/mshash.c).
  *
  * _Hash_bytes against values of libstdc++'s std::hash<std::string>, the
  * nlohmann-style re-serialisation on small documents (key order, escapes,

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "graph.h"
 #include "t.h"
 
 static KcStatus

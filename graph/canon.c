@@ -27,7 +27,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "internal.h"
+#include "graph.h"
 
 static void
 put_type(KcBuf *b, const IrValue *v)

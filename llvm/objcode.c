@@ -3,9 +3,9 @@
  * A TargetMachine is created per compile from the resolved KcTarget
  * (triple, cpu, explicit features; PIC; aggressive codegen), so nothing
  * LLVM-owned is shared between threads. Optimisation is one of two pass
- * pipelines of the new pass manager, chosen from the loop nest alone
- * (obj_pipeline, below): default<O3>, or for a module of GEMM kernels a
- * short one (GEMM_PIPELINE). LLVM error strings are copied into the KcErr
+ * pipelines of the new pass manager, chosen by the backend from the loop
+ * nest alone (KcBackend.pipeline): default<O3>, or for a module of GEMM
+ * kernels a short one (GEMM_PIPELINE). LLVM error strings are copied into the KcErr
  * and disposed of at once.
  */
 #include <llvm-c/Analysis.h>
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loopnest.h"
+#include "llvm.h"
 
 /* Copies an LLVM message into err and disposes of it. */
 static KcStatus
@@ -104,19 +104,6 @@ obj_target_machine(const KcTarget *t, KcErr *err)
 #define GEMM_PIPELINE                                                                              \
 	"function(sroa,early-cse," INSTCOMBINE                                                     \
 	",simplifycfg,loop-vectorize,loop-unroll," INSTCOMBINE ",simplifycfg)"
-
-ObjPipeline
-obj_pipeline(const LoopNest *ln)
-{
-	bool gemm = false;
-	for (int s = 0; s < ln->nstages; s++) {
-		const LnStage *st = &ln->stages[s];
-		if (!st->gemm && st->fused_into < 0)
-			return OBJ_PIPE_O3; /* other stages want default<O3> */
-		gemm |= st->gemm != NULL;
-	}
-	return gemm ? OBJ_PIPE_GEMM : OBJ_PIPE_O3;
-}
 
 /* InstCombine narrows a compare of float16 values extended to float32
  * (the emitter's float16 loads, LoopNest.hw_half) to a half compare, and

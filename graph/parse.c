@@ -19,7 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "graph.h"
 
 #define PTR_MAX 128
 

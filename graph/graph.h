@@ -1,15 +1,15 @@
-/* internal.h - the compiler's shared internal types: the op and dtype
- * tables, the typed dataflow graph (IrGraph) every pass starts from, and the
- * prototypes of each stage, grouped by file. Read it as the table of
- * contents of compiler/. The loop-nest IR the backend works on is in
- * loopnest.h.
+/* graph.h - the graph layer: the op and dtype tables, the typed dataflow
+ * graph (IrGraph) every pass starts from, and the prototypes of each graph
+ * file (parse, shapes, canonical form, interpreter). Read it as the table
+ * of contents of graph/. It knows nothing of loops or LLVM; the loop-nest
+ * IR built from it is in loop/loop.h.
  *
  * Ownership: everything reachable from an IrGraph lives in the CompileCtx
  * arena. Nothing here is freed individually; nothing is shared between
  * contexts; nothing is mutable at file scope.
  */
-#ifndef KCS_COMPILER_INTERNAL_H
-#define KCS_COMPILER_INTERNAL_H
+#ifndef KCS_GRAPH_H
+#define KCS_GRAPH_H
 
 #include "compiler.h"
 
@@ -202,4 +202,4 @@ void ir_graph_print(const IrGraph *g, KcBuf *out);
 /* ---- mshash.c: MindSpore's kernel-name hash of a body --------------------- */
 /* (kc_hash_bytes, kc_ms_hash in compiler.h) */
 
-#endif /* KCS_COMPILER_INTERNAL_H */
+#endif /* KCS_GRAPH_H */

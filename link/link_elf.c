@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loopnest.h"
+#include "link.h"
 
 #define PAGE 4096u
 #define MAX_NOBITS (16u << 20) /* zero-filled bytes we are willing to write */

@@ -33,7 +33,7 @@
  */
 #include <string.h>
 
-#include "loopnest.h"
+#include "loop.h"
 
 #define MIN_PAR_EXTENT 64     /* as sched.c: a parallel loop feeds many threads */
 #define RF_PARTIALS 64        /* auto rfactor: chunks of the reduction */

@@ -1,4 +1,4 @@
-/* emit_gemm.c - a GEMM stage (LnGemm, see loopnest.h) as LLVM IR: a
+/* emit_gemm.c - a GEMM stage (LnGemm, see loop/loop.h) as LLVM IR: a
  * BLIS-style blocked kernel with an explicit register-blocked micro-kernel.
  *
  * For the task's work units u in [lo, hi) (batch b, column block jn, row

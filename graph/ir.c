@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "graph.h"
 
 const IrOpInfo ir_op_info[IR_OP_COUNT] = {
 #define X(e, nm, ar, kd, fl) [IR_OP_##e] = {nm, ar, kd, fl},

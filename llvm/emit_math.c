@@ -33,7 +33,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loopnest.h"
+#include "llvm.h"
 
 typedef struct M {
 	LLVMBuilderRef b;

@@ -1,5 +1,6 @@
-/* loopnest.h - the backend's internal header: the loop-nest IR (a small
- * TIR), schedules, and the prototypes of every backend pass, by file.
+/* loop.h - the loop layer: the loop-nest IR (a small TIR), schedules, and
+ * the prototypes of every pass that builds or transforms it, by file. It
+ * knows nothing of LLVM: the emitters that read it are in cpu/.
  *
  * A LoopNest is a list of buffers (kernel args; later workspaces) and
  * stages run in order. A stage is a perfect loop nest whose body is a list
@@ -9,17 +10,15 @@
  * constructors ln_idx_*, so structurally equal indices compare equal.
  * Everything lives in the CompileCtx arena.
  *
- * Pipeline: lower.c builds it, sched.c annotates loops (vectorise, unroll,
- * parallel), emit_llvm.c turns it into an LLVM module, objcode.c and
- * link.c turn that into a shared object. compile.c strings them together.
+ * Pipeline: lower.c builds it, verify.c checks it, sched.c and fuse.c
+ * annotate and transform it (vectorise, unroll, parallel, tile, fuse); a
+ * backend (cpu/) turns it into an LLVM module, llvm/ into an object and
+ * link/ into a shared object. compiler/compile.c strings them together.
  */
-#ifndef KCS_COMPILER_LOOPNEST_H
-#define KCS_COMPILER_LOOPNEST_H
+#ifndef KCS_LOOP_H
+#define KCS_LOOP_H
 
-#include <llvm-c/Core.h>
-#include <llvm-c/TargetMachine.h>
-
-#include "internal.h"
+#include "graph.h"
 
 /* ---- index expressions ------------------------------------------------ */
 /* RSUB is c - a with 0 <= a <= c (a reversed walk, StridedSlice with a
@@ -387,83 +386,4 @@ void sched_default_knobs(const KcTarget *t, KcKnobs *out);
 /* Does target t convert float32 <-> float16 in hardware (LoopNest.hw_half)? */
 bool sched_target_hw_half(const KcTarget *t);
 
-/* ---- emit_llvm.c --------------------------------------------------------------- */
-/* Build the module for ln into mod (created by the caller in its own
- * LLVMContext), exporting `symbol` with the kcs-cpu-v1 ABI. */
-KcStatus emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *err);
-
-/* ---- emit_math.c: branch-free, vectorisable math as IR -------------------- */
-typedef enum MathFn {
-	MATH_EXP,
-	MATH_LOG,
-	MATH_TANH,
-	MATH_ERF,
-	MATH_POW,
-	/* float32 runs these in double with float-grade polynomials */
-	MATH_SIN,
-	MATH_COS,
-	MATH_ASIN,
-	MATH_ACOS,
-	MATH_ATAN,
-	MATH_ATAN2, /* atan2(y, x): args[0] = y */
-	MATH_ASINH,
-	MATH_ACOSH,
-	MATH_EXPM1,
-	MATH_COUNT
-} MathFn;
-/* Calls f on args (float or double scalars; pow takes two) through the
- * module's outlined internal function, built on first use. width > 1 (the
- * vector width of the enclosing loop) also builds the <width x T> variant
- * and maps the call to it for LoopVectorize (VFABI). */
-LLVMValueRef math_call(LLVMBuilderRef b, MathFn f, LLVMValueRef *args, int width);
-/* f on args as inline IR (scalars or vectors): no call overhead, but each
- * use is a whole polynomial for the backend. emit_llvm inlines when a
- * module has at most MATH_INLINE_MAX math ops, and calls otherwise. */
-LLVMValueRef math_inline(LLVMBuilderRef b, MathFn f, LLVMValueRef *args);
-#define MATH_INLINE_MAX 2
-/* Inline versions: x has type float or double (the compute type) or a
- * vector of them; results have the same type. */
-LLVMValueRef math_exp(LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef math_log(LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef math_tanh(LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef math_erf(LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef math_pow(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
-/* Calls the overloaded intrinsic `name` on args of x's type. */
-LLVMValueRef math_intrinsic(LLVMBuilderRef b, const char *name, LLVMValueRef *args, int n);
-/* float <-> IEEE half / bfloat16 bits (i16), round to nearest even. */
-LLVMValueRef math_f32_to_f16(LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef math_f16_to_f32(LLVMBuilderRef b, LLVMValueRef h);
-LLVMValueRef math_f32_to_bf16(LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef math_bf16_to_f32(LLVMBuilderRef b, LLVMValueRef h);
-
-/* ---- objcode.c -------------------------------------------------------------- */
-/* The pass pipeline obj_optimize runs (objcode.c says what each holds). */
-typedef enum ObjPipeline {
-	OBJ_PIPE_O3,   /* default<O3> */
-	OBJ_PIPE_GEMM, /* short: for modules of explicit GEMM kernels */
-} ObjPipeline;
-/* OBJ_PIPE_GEMM when ln has a GEMM stage and every stage is a GEMM stage
- * or a GEMM's fused epilogue; otherwise OBJ_PIPE_O3. A function of ln. */
-ObjPipeline obj_pipeline(const LoopNest *ln);
-/* Target machine for t (PIC, aggressive). NULL and KC_CODEGEN on failure. */
-LLVMTargetMachineRef obj_target_machine(const KcTarget *t, KcErr *err);
-/* Optimise mod with pipeline p and emit an ELF object (malloc'd). */
-KcStatus obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, ObjPipeline p, bool verify,
-                      KcErr *err);
-KcStatus obj_emit(LLVMModuleRef mod, LLVMTargetMachineRef tm, LLVMCodeGenFileType kind,
-                  unsigned char **out, size_t *out_len, KcErr *err);
-
-/* ---- link.c ------------------------------------------------------------------- */
-/* Link an ELF object into a shared object (malloc'd): opts->linker NULL or
- * "" tries link_elf first and falls back to the system linker, "internal"
- * is link_elf only, anything else is that system linker. aarch64 objects
- * are linked with ld.lld without libm. */
-KcStatus link_shared(const unsigned char *obj, size_t obj_len, const KcTarget *t,
-                     const KcCompileOptions *opts, unsigned char **out, size_t *out_len,
-                     KcErr *err);
-/* link_elf.c: in-process linker for x86-64 objects; KC_UNSUPPORTED when the
- * object needs what it does not handle, KC_CODEGEN when it is malformed. */
-KcStatus link_elf(const unsigned char *obj, size_t obj_len, unsigned char **out, size_t *out_len,
-                  KcErr *err);
-
-#endif /* KCS_COMPILER_LOOPNEST_H */
+#endif /* KCS_LOOP_H */

@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "loopnest.h"
+#include "loop.h"
 
 /* An index expression, infix. */
 void

@@ -1,13 +1,13 @@
 /* link.c - ELF object -> shared object.
  *
- * opts->linker NULL or "" (the default): x86_64 objects go to the in-process
+ * o->linker NULL or "" (the default): x86_64 objects go to the in-process
  * linker (link_elf.c, a few us) and only what it reports KC_UNSUPPORTED goes
  * on to the system linker; "internal" is the in-process linker alone (its
  * "unsupported" is then a KC_CODEGEN error); any other value names the
  * system linker to spawn (any GNU-compatible ld: bfd, gold, lld).
  *
  * The system linker: the object goes into a private mkdtemp directory under
- * opts->tmpdir; the linker runs through posix_spawn (never fork in a
+ * o->tmpdir; the linker runs through posix_spawn (never fork in a
  * threaded daemon) with stdout/stderr captured into a file there; the .so
  * is read back (bounded) and the directory removed. x86_64 kernels are
  * linked against libm with --as-needed (llvm.floor/round may become
@@ -36,7 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "loopnest.h"
+#include "link.h"
 
 extern char **environ;
 
@@ -151,16 +151,15 @@ wait_linker(pid_t pid, int *status, KcErr *err)
 }
 
 static KcStatus
-link_system(const unsigned char *obj, size_t obj_len, const KcTarget *t,
-            const KcCompileOptions *opts, unsigned char **out, size_t *out_len, KcErr *err)
+link_system(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsigned char **out,
+            size_t *out_len, KcErr *err)
 {
-	const char *tmp = opts && opts->tmpdir ? opts->tmpdir : getenv("TMPDIR");
-	bool a64 = strncmp(t->triple, "aarch64", 7) == 0;
+	const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR");
+	bool a64 = strncmp(o->triple, "aarch64", 7) == 0;
 	const char *linker =
 	    a64 ? AARCH64_LINKER
-	        : (opts && opts->linker && *opts->linker && strcmp(opts->linker, INTERNAL_LINKER)
-	               ? opts->linker
-	               : DEFAULT_LINKER);
+	        : (o->linker && *o->linker && strcmp(o->linker, INTERNAL_LINKER) ? o->linker
+	                                                                         : DEFAULT_LINKER);
 	char dir[512], opath[600], spath[600], lpath[600], msg[200];
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
@@ -230,25 +229,25 @@ done:
 }
 
 KcStatus
-link_shared(const unsigned char *obj, size_t obj_len, const KcTarget *t,
-            const KcCompileOptions *opts, unsigned char **out, size_t *out_len, KcErr *err)
+link_shared(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsigned char **out,
+            size_t *out_len, KcErr *err)
 {
-	const char *want = opts ? opts->linker : NULL;
+	const char *want = o->linker;
 	bool internal = want && strcmp(want, INTERNAL_LINKER) == 0;
 	KcErr e = {0};
 	KcStatus st;
 
 	if (want && *want && !internal)
-		return link_system(obj, obj_len, t, opts, out, out_len, err);
-	if (strncmp(t->triple, "x86_64", 6) == 0)
+		return link_system(obj, obj_len, o, out, out_len, err);
+	if (strncmp(o->triple, "x86_64", 6) == 0)
 		st = link_elf(obj, obj_len, out, out_len, &e);
 	else
 		st = kc_fail(&e, KC_UNSUPPORTED, "link", "no in-process linker for %.60s",
-		             t->triple);
+		             o->triple);
 	if (st == KC_OK)
 		return KC_OK;
 	if (st != KC_UNSUPPORTED || internal)
 		return kc_fail(err, KC_CODEGEN, "link", "%s", e.msg);
 	kc_log(KC_LOG_DEBUG, "%s; using the system linker", e.msg);
-	return link_system(obj, obj_len, t, opts, out, out_len, err);
+	return link_system(obj, obj_len, o, out, out_len, err);
 }

@@ -6,7 +6,7 @@
 #ifndef KCS_COMPILER_EMIT_H
 #define KCS_COMPILER_EMIT_H
 
-#include "loopnest.h"
+#include "cpu.h"
 
 typedef struct Em {
 	const LoopNest *ln;

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "graph.h"
 
 #define MS_SEED 0xc70f6907u
 #define MAX_DEPTH 256

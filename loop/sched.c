@@ -65,7 +65,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loopnest.h"
+#include "loop.h"
 
 #define JAM_AUTO 8 /* rows per step of an outer-axis reduction */
 #define JAM_MAX 16

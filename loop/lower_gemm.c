@@ -2,7 +2,7 @@
  * gets one, its blocking, its fused epilogue, and its verification.
  *
  * A float32 MatMul/BatchMatMul with M >= 2 lowers to one GEMM stage (see
- * LnGemm in loopnest.h) instead of the generic reduction stage over K; so
+ * LnGemm in loop/loop.h) instead of the generic reduction stage over K; so
  * does a float16/bfloat16 one, reading its operands in place: each
  * micro-panel's mr x kc block of a half A is converted into a float32
  * panel on the stack (a_pack) and reused by every column tile, and a half
@@ -60,7 +60,7 @@
  */
 #include <string.h>
 
-#include "loopnest.h"
+#include "loop.h"
 
 #define MAX_BLOCK_FLOATS (INT64_C(1) << 16) /* packed B block: 256 KiB */
 #define GEMM_MAX_K LN_F32_ACC_MAX
