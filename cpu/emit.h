@@ -1,10 +1,10 @@
-/* emit.h - state shared by the LLVM emitters (emit_llvm.c: stages and the
- * kcs-cpu-v1 entry; emit_gemm.c: GEMM stages; emit_tile.c: tiled
- * transposes). Backend-internal. One Em per emit_module call, on its
- * stack; nothing here outlives it.
+/* emit.h - state shared by the LLVM emitters (emit_expr.c: values;
+ * emit_llvm.c: stages and the kcs-cpu-v1 entry; emit_gemm.c: GEMM stages;
+ * emit_tile.c: tiled transposes). Backend-internal. One Em per
+ * emit_module call, on its stack; nothing here outlives it.
  */
-#ifndef KCS_COMPILER_EMIT_H
-#define KCS_COMPILER_EMIT_H
+#ifndef KCS_CPU_EMIT_H
+#define KCS_CPU_EMIT_H
 
 #include "cpu.h"
 
@@ -38,9 +38,25 @@ typedef struct Em {
 	KcErr *err;
 } Em;
 
-/* emit_llvm.c */
+/* emit_expr.c */
 LLVMValueRef em_expr(Em *E, const LnExpr *e);                    /* memoised */
 void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v); /* narrows */
+bool em_is_float(KcDtype dt);  /* float16, bfloat16, float32, float64 */
+bool em_is_signed(KcDtype dt); /* signed integers */
+LLVMTypeRef em_ctype(Em *E, KcDtype dt); /* compute type */
+LLVMTypeRef em_stype(Em *E, KcDtype dt); /* storage type */
+/* v (compute type of `from`) as the compute type of `to`, rounding halves */
+LLVMValueRef em_cast(Em *E, LLVMValueRef v, KcDtype from, KcDtype to);
+LLVMValueRef em_elem_ptr(Em *E, int buf, const LnIdx *idx); /* &buf[idx] */
+LLVMValueRef em_maxmin(Em *E, bool max, KcDtype dt, LLVMValueRef a, LLVMValueRef c);
+/* math ops (MathFn) under e, each shared node counted once (seen: per expr id) */
+int em_count_math(const LnExpr *e, bool *seen);
+LLVMValueRef em_idx(Em *E, const LnIdx *x); /* an index as i64 */
+/* a dtype element at p, widened to its compute type; v narrowed and stored */
+LLVMValueRef em_load_at(Em *E, KcDtype dt, LLVMValueRef p);
+void em_store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v);
+
+/* emit_llvm.c */
 void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);       /* !llvm.loop */
 /* !llvm.loop for a loop of exactly width x unroll iterations, to become
  * unroll vector ops each: vectorised, interleaved, and never fully unrolled
@@ -53,10 +69,6 @@ void em_vector_md(Em *E, LLVMValueRef br, int width, int unroll);
 void em_realign_stack(Em *E, LLVMValueRef fn);
 void em_add_attr(Em *E, LLVMValueRef fn, unsigned idx, const char *name);
 LLVMValueRef em_entry_alloca(Em *E, LLVMTypeRef t); /* in E->fn's entry block */
-LLVMValueRef em_idx(Em *E, const LnIdx *x);         /* an index as i64 */
-/* a dtype element at p, widened to its compute type; v narrowed and stored */
-LLVMValueRef em_load_at(Em *E, KcDtype dt, LLVMValueRef p);
-void em_store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v);
 
 /* emit_gemm.c: counted loops for the emitters that build their own loop
  * structure (GEMM, tiles): for (iv = start; iv < end; iv += step), open
@@ -88,4 +100,4 @@ bool emit_rows(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
  * (st->ntmask), the loops outside it open. */
 bool emit_stream(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi);
 
-#endif /* KCS_COMPILER_EMIT_H */
+#endif /* KCS_CPU_EMIT_H */
