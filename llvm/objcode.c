@@ -97,8 +97,8 @@ obj_target_machine(const KcTarget *t, KcErr *err)
  * (LICM, IndVarSimplify, unswitching, runtime unrolling of the packing
  * loop), and left the micro-kernel's machine code as it was; strength
  * reduction and machine LICM still run in the backend. This pipeline
- * takes ~4 ms and the kernels run at the same speed (docs/ARCHITECTURE.md,
- * objcode.c). Modules with any other stage keep default<O3>: reductions
+ * takes ~4 ms and the kernels run at the same speed
+ * (docs/performance-compiler.md). Modules with any other stage keep default<O3>: reductions
  * and injective stages are emitted as scalar loops that rely on it. */
 #define INSTCOMBINE "instcombine<max-iterations=1;no-verify-fixpoint>" /* as in default<O3> */
 #define GEMM_PIPELINE                                                                              \

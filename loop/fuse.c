@@ -1,4 +1,4 @@
-/* fuse.c - schedule transforms that change the loop structure (issue 4):
+/* fuse.c - schedule transforms that change the loop structure:
  * row fusion of stages, rfactor of full reductions, transpose tiling.
  * sched_apply calls them; each is a knob of the schedule record.
  *

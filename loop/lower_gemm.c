@@ -1,56 +1,40 @@
 /* lower_gemm.c - the GEMM stage of the "matmul" template: when a MatMul
  * gets one, its blocking, its fused epilogue, and its verification.
  *
- * A float32 MatMul/BatchMatMul with M >= 2 lowers to one GEMM stage (see
- * LnGemm in loop/loop.h) instead of the generic reduction stage over K; so
- * does a float16/bfloat16 one, reading its operands in place: each
- * micro-panel's mr x kc block of a half A is converted into a float32
- * panel on the stack (a_pack) and reused by every column tile, and a half
- * B is converted as it is packed; a half result gets a cast of the
- * float32 tile, fused as the GEMM's epilogue. The corpus' float16
- * MatMuls: 16000 x 512 x 256 in 40-42 ms (112 as a reduction stage, 48
- * with float32 copies of the operands), 100352 x 64 x 64 in 9-10 ms (30
- * with the copies, whose 25 MiB workspace was page-faulted in on every
- * call); 1024^3 float16 26-28 ms, with transpose_a too; 128 x 768 x 768
- * in 1.5 ms instead of 5.5.
- * Operands are read in place through strides (transpose_a/b and batch
- * broadcasting cost nothing); an operand that is computed (e.g. a Cast of
- * an fp16 weight) or broadcast over the batch dims in a way one batch
- * stride cannot express is first copied into a workspace by an injective
- * stage.
- * The micro-kernel accumulates in float32 within a K-block of kc and the
- * blocks add up in float64, so a result's error grows like
- * eps sqrt(kc K) |terms|. To K = GEMM_MAX_K (4096) kc is chosen for speed
- * (up to 384). A longer K caps kc at GEMM_LONG_K_TERMS / K: on the
- * corpus' K = 12288 MatMul of uniform(-2, 2) inputs, against
- * the conformance tolerance 1e-4 + 1e-4 |want|, kc 384 leaves 23 elements
- * over it (worst 1.9x), kc 128 one (1.05x), kc 64 0.77x and kc 32 (the
- * cap) 0.43x at its worst, and it runs in 0.13 s instead of the float64
- * reduction stage's 1.65 s. An explicit kc is capped too (as it is at K).
- * The bound holds as K grows (kc shrinks with it): on uniform(-2, 2)
- * inputs, the worst element is 0.17-0.27 of the tolerance at K = 12288
- * (kc 32), 32768 (kc 12), 49152 (kc 8) and 98304 (kc 4). Short blocks
- * cost speed (each one adds the tile into float64), but still beat the
- * float64 reduction stage: 256 x 256 x 32768 in 0.13 s instead of 0.69 s,
- * 100 x 96 x 98304 in 0.12 s instead of 0.29 s. K
- * above GEMM_LONG_K_MAX (where the cap falls below 4) keeps the
- * reduction stage, which accumulates in float64; a float64-accumulating
- * micro-kernel for it is future work.
- * M == 1 (the GEMV of a dense layer) keeps the reduction stage: it
- * streams B once with a vectorised dot product per column, which is what
- * a memory-bound GEMV wants, and packing B would double its traffic.
+ * A float32, float16 or bfloat16 MatMul/BatchMatMul with M >= 2 lowers to
+ * one GEMM stage (LnGemm in loop/loop.h) instead of the generic reduction
+ * stage over K. Operands are read in place through strides, so
+ * transpose_a/b and batch broadcasting cost nothing; a half A is converted
+ * a micro-panel at a time into a float32 panel on the stack (a_pack) and
+ * reused by every column tile, a half B is converted as it is packed, and
+ * a half result is a cast of the float32 tile, fused as the epilogue. No
+ * whole-matrix float32 copy: its workspace would be page-faulted in on
+ * every call. An operand that is computed (a Cast of a weight) or
+ * broadcast over the batch in a way one batch stride cannot express is
+ * first copied into a workspace by an injective stage.
+ *
+ * Accuracy sets kc for long K. The micro-kernel accumulates in float32
+ * within a K-block and the blocks add up in float64, so an element's error
+ * grows like eps sqrt(kc K) |terms|. Up to K = GEMM_MAX_K kc is chosen for
+ * speed; beyond it kc is capped at GEMM_LONG_K_TERMS / K (an explicit kc
+ * too), which keeps the worst element of uniform inputs well inside the
+ * conformance tolerance up to GEMM_LONG_K_MAX. Above that the cap would
+ * fall below 4 and the MatMul keeps the float64 reduction stage (a
+ * float64-accumulating micro-kernel would lift this).
+ * M == 1 (the GEMV of a dense layer) keeps the reduction stage: it streams
+ * B once with a vectorised dot product per column, which is what a
+ * memory-bound GEMV wants; packing B would double its traffic.
+ * docs/performance-compiler.md has the measurements behind these choices.
  *
  * Blocking (knobs, 0 = chosen here from the shape):
  *   kc  K per block: all of K up to 512, else equal blocks of <= 384;
  *   nc  columns per unit: the packed B block kc x nc stays <= 256 KiB (L2);
- *   mc  rows per unit: <= MC_MAX (1024); then units are split (columns
- *       first: see gemm_block) until there are at least 8 (so 2..8
- *       threads get balanced shares) and the blocks are evened out. Each
- *       row block packs all of its B columns again, so rows are split
- *       last: with mc <= 144, as before, 512 x 768 x 768 ran 6.2-6.4 ms
- *       and 1024^3 22.8-23.1 ms (1 thread); with whole columns, 5.9 and
- *       21.3-21.6 ms. All of it is a function of (shape, knobs) only, so a
- *       schedule replays exactly.
+ *   mc  rows per unit: <= MC_MAX; then units are split, columns first (see
+ *       gemm_block), until there are at least 8, so 2..8 threads get
+ *       balanced shares, and the blocks are evened out. Rows are split
+ *       last because each row block packs all of its B columns again.
+ * All of it is a function of (shape, knobs) only, so a schedule replays
+ * exactly.
  *
  * Epilogue fusion: a GEMM stage s whose result C is a workspace read by
  * exactly one later stage, s + 1, an injective stage whose loops cover
