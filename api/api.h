@@ -35,6 +35,8 @@ typedef struct ApiConfig {
 	size_t verify_max_bytes;   /* largest inputs + 2 x outputs verified, 413
 	                            * above; the interpreter gets 4x (0: 512 MiB) */
 	bool test_fault_injection; /* TEST ONLY: honour ?inject=crash|hang */
+	size_t max_dump_bytes;     /* largest GET /v1/kernels/{id}/dump reply, 413
+	                            * above (0: 16 MiB) */
 } ApiConfig;
 
 /* Route flags. */

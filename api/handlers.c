@@ -125,8 +125,8 @@ h_kernel_ir(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *re
 }
 
 /* Meta "target": {"name": str, "triple": str, "cpu": str, "features": str} */
-static bool
-target_from_meta(const char *meta, size_t len, KcTarget *t)
+bool
+api_target_from_meta(const char *meta, size_t len, KcTarget *t)
 {
 	cJSON *j = cJSON_ParseWithLength(meta, len);
 	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(j, "target");
@@ -172,7 +172,7 @@ h_kernel_asm(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *r
 			api_reply_kcerr(resp, &err);
 		goto done;
 	}
-	if (!target_from_meta(meta.data, meta.len, &t)) {
+	if (!api_target_from_meta(meta.data, meta.len, &t)) {
 		api_reply_error(resp, KC_CACHE, NULL, "stored kernel metadata has no target");
 		goto done;
 	}

@@ -2,7 +2,7 @@
  * signature and the JSON reply helpers. Read it as the table of contents of
  * api/: route.c (routing, replies, dispatch, context), handlers.c (health,
  * version, kernel parts, workloads, schedules), compile.c (POST /v1/compile
- * and its singleflight table).
+ * and its singleflight table), dump.c (a stored kernel's pass dumps).
  *
  * Locking: `mu` guards the singleflight list, the recent-graph ring and the
  * counters; the hit memo (compile.c) has its own lock; sched_gen is
@@ -96,9 +96,14 @@ void h_kernel(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *
 void h_kernel_object(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_kernel_ir(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_kernel_asm(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+/* The "target" of stored kernel metadata JSON; false if it has none. */
+bool api_target_from_meta(const char *meta, size_t len, KcTarget *t);
 void h_workload(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_put(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_list(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
+/* dump.c: the pass dumps of a stored kernel, compiled again */
+void h_kernel_dump(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 
 /* admin.c: team sharing and cache administration */
 void h_export(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);

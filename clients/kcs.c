@@ -1,6 +1,7 @@
 /* kcs.c - command-line client of kcsd (API v1): `kcs compile FILE
- * [--target T] [-o out.so]`, `kcs get ID [--ir|--asm|--object] [-o FILE]`,
- * `kcs version`, `kcs keys`, `kcs host-target`; --server URL on each.
+ * [--target T] [-o out.so] [--dump P,...]`, `kcs get ID
+ * [--ir|--asm|--object] [-o FILE]`, `kcs version`, `kcs keys`,
+ * `kcs host-target`; --server URL on each.
  *
  * The one idea: the CLI trusts nothing it did not check. An object is written
  * only after its SHA-256 matches the response's object_sha256, the metadata's
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -272,6 +274,7 @@ typedef struct Reply {
 	long status;
 	KcBuf body;
 	int too_large;
+	char dump_object[16]; /* the X-Kcsd-Dump-Object header, or "" */
 } Reply;
 
 static size_t
@@ -284,6 +287,24 @@ on_data(char *p, size_t size, size_t n, void *arg)
 		return 0; /* aborts the transfer */
 	}
 	kc_buf_append(&r->body, p, len);
+	return len;
+}
+
+static size_t
+on_header(char *p, size_t size, size_t n, void *arg)
+{
+	Reply *r = arg;
+	size_t len = size * n;
+	static const char name[] = "x-kcsd-dump-object:";
+	if (len > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
+		const char *v = p + sizeof name - 1;
+		size_t vl = len - (sizeof name - 1);
+		while (vl && (*v == ' ' || *v == '\t'))
+			v++, vl--;
+		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+			vl--;
+		snprintf(r->dump_object, sizeof r->dump_object, "%.*s", (int)vl, v);
+	}
 	return len;
 }
 
@@ -300,6 +321,8 @@ http(const char *url, const char *body, size_t body_len, Reply *r)
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)MAX_RESPONSE);
@@ -694,8 +717,35 @@ typedef struct Opts {
 	const char *out;
 	const char *what; /* get: NULL (metadata), "ir", "asm", "object" */
 	const char *arg;  /* FILE or ID */
+	const char *dump; /* compile: the passes to dump ("schedule,link"), or NULL */
 	int no_check;
 } Opts;
+
+/* GET /v1/kernels/{id}/dump?pass=...: the pass dumps to stdout. A note on
+ * stderr when the server's fresh compile did not give the stored object. */
+static int
+print_dump(const Opts *o, const char *kernel_id)
+{
+	KcBuf url = {0};
+	Reply r = {0};
+	kc_buf_printf(&url, "%s/v1/kernels/", o->server);
+	url_escape(&url, kernel_id);
+	kc_buf_puts(&url, "/dump?pass=");
+	url_escape(&url, o->dump);
+	int rc = http(url.data, NULL, 0, &r);
+	if (rc == 0 && (r.status < 200 || r.status > 299))
+		rc = report_error(&r);
+	if (rc == 0) {
+		if (strcmp(r.dump_object, "differs") == 0)
+			fprintf(stderr,
+			        "kcs: note: the dump comes from a fresh compile whose object "
+			        "differs from the stored one\n");
+		rc = write_file("-", r.body.data ? r.body.data : "", r.body.len);
+	}
+	kc_buf_free(&r.body);
+	kc_buf_free(&url);
+	return rc;
+}
 
 static int
 cmd_compile(const Opts *o, const Host *h)
@@ -720,9 +770,18 @@ cmd_compile(const Opts *o, const Host *h)
 		rc = EXIT_SERVER;
 	}
 	cJSON_Delete(b64);
-	print_json(meta);
+	/* with --dump, stdout holds the dump alone */
+	const cJSON *kid = cJSON_GetObjectItemCaseSensitive(meta, "kernel_id");
+	if (!o->dump)
+		print_json(meta);
+	else if (cJSON_IsString(kid))
+		fprintf(stderr, "kcs: kernel %s\n", kid->valuestring);
+	if (!rc && o->dump && !cJSON_IsString(kid)) {
+		fprintf(stderr, "kcs: reply has no kernel_id\n");
+		rc = EXIT_SERVER;
+	}
 	if (rc || !o->out)
-		goto done;
+		goto dump;
 	if (!sha_matches(&obj, meta)) {
 		rc = EXIT_SIGNATURE;
 		goto done;
@@ -733,6 +792,9 @@ cmd_compile(const Opts *o, const Host *h)
 	    (rc = check_target(h, cJSON_GetObjectItemCaseSensitive(meta, "target"))))
 		goto done;
 	rc = write_file(o->out, obj.data ? obj.data : "", obj.len);
+dump:
+	if (!rc && o->dump)
+		rc = print_dump(o, kid->valuestring);
 done:
 	cJSON_Delete(meta);
 	kc_buf_free(&body);
@@ -833,7 +895,8 @@ cmd_keys(const Opts *o)
 static void
 usage(FILE *f)
 {
-	fputs("usage: kcs compile FILE [--target T] [-o out.so] [--no-check] [--server URL]\n"
+	fputs("usage: kcs compile FILE [--target T] [-o out.so] [--dump P,...] [--no-check]\n"
+	      "                    [--server URL]\n"
 	      "       kcs get ID [--ir|--asm|--object] [-o FILE] [--no-check] [--server URL]\n"
 	      "       kcs version [--server URL]\n"
 	      "       kcs keys [--server URL]     (the server's keys, as trusted-keys lines)\n"
@@ -844,6 +907,8 @@ usage(FILE *f)
 	      "trusted-keys file from the server's /v1/keys, with a warning).\n"
 	      "The server defaults to $KCS_SERVER, then " DEFAULT_SERVER ".\n"
 	      "$KCS_TOKEN, when set, is sent as a bearer token.\n"
+	      "--dump prints the named pass dumps of the kernel to stdout (instead of\n"
+	      "its metadata): graph, lower, schedule, emit-llvm, optimize, object, link.\n"
 	      "The target defaults to this machine (see host-target); 'cpu' means the\n"
 	      "server's own CPU. Exit: 0 ok, 1 server error, 2 usage, 3 this CPU lacks\n"
 	      "a feature the kernel needs (--no-check writes it anyway), 4 the kernel's\n"
@@ -885,6 +950,10 @@ main(int argc, char **argv)
 			o.what = "object";
 		else if (strcmp(a, "--no-check") == 0)
 			o.no_check = 1;
+		else if (strcmp(a, "--dump") == 0 && more)
+			o.dump = argv[++i];
+		else if (strncmp(a, "--dump=", 7) == 0)
+			o.dump = a + 7;
 		else if (strcmp(a, "--cacert") == 0 && more)
 			cacert_file = argv[++i];
 		else if (strcmp(a, "--trusted-keys") == 0 && more)
@@ -917,7 +986,11 @@ main(int argc, char **argv)
 
 	int rc;
 	int need_arg = strcmp(cmd, "compile") == 0 || strcmp(cmd, "get") == 0;
-	if (need_arg && !o.arg) {
+	if (o.dump && strcmp(cmd, "compile") != 0) {
+		fprintf(stderr, "kcs: --dump goes with compile\n");
+		usage(stderr);
+		rc = EXIT_USAGE;
+	} else if (need_arg && !o.arg) {
 		fprintf(stderr, "kcs: %s needs an argument\n", cmd);
 		usage(stderr);
 		rc = EXIT_USAGE;

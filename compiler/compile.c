@@ -16,7 +16,8 @@
  *                                    the system linker -> shared object
  *   KcArtifact (symbol, .so bytes, optimised IR)
  *
- * Each pass appends "== name ==" and its dump to opts->dump when set.
+ * Each pass appends "== name ==" and its dump to opts->dump when set (the
+ * names and their order are passes.def).
  * One LLVMContext per call, disposed here: compiles on different threads
  * share nothing.
  */
@@ -76,20 +77,45 @@ on_diagnostic(LLVMDiagnosticInfoRef d, void *arg)
 	LLVMDisposeMessage(msg);
 }
 
-static void
-dump_header(const KcCompileOptions *o, const char *pass)
+static const char *const pass_names[KC_PASS_COUNT] = {
+#define P(e, name) [KC_PASS_##e] = name,
+#include "passes.def"
+#undef P
+};
+_Static_assert(KC_PASS_COUNT <= 32, "KcCompileOptions.dump_passes is a 32-bit mask");
+
+const char *
+kc_pass_name(KcPass p)
 {
-	if (o->dump)
-		kc_buf_printf(o->dump, "== %s ==\n", pass);
+	KC_ASSERT(p < KC_PASS_COUNT);
+	return pass_names[p];
+}
+
+KcPass
+kc_pass_lookup(const char *name, size_t len)
+{
+	for (int p = 0; p < KC_PASS_COUNT; p++)
+		if (strlen(pass_names[p]) == len && memcmp(pass_names[p], name, len) == 0)
+			return (KcPass)p;
+	return KC_PASS_COUNT;
+}
+
+/* Whether pass p's dump is wanted; if so, writes its section header. */
+static bool
+dump_begin(const KcCompileOptions *o, KcPass p)
+{
+	if (!o->dump || (o->dump_passes && !(o->dump_passes >> p & 1)))
+		return false;
+	kc_buf_printf(o->dump, "== %s ==\n", pass_names[p]);
+	return true;
 }
 
 static void
-dump_module(const KcCompileOptions *o, const char *pass, LLVMModuleRef mod)
+dump_module(const KcCompileOptions *o, KcPass pass, LLVMModuleRef mod)
 {
-	if (!o->dump)
+	if (!dump_begin(o, pass))
 		return;
 	char *s = LLVMPrintModuleToString(mod);
-	dump_header(o, pass);
 	kc_buf_puts(o->dump, s);
 	LLVMDisposeMessage(s);
 }
@@ -117,25 +143,20 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	make_symbol(kc_graph_name(g), out->symbol, sizeof out->symbol);
 	if (!s)
 		s = kc_schedule_default(c, g, t);
-	if (o->dump) {
-		dump_header(o, "graph");
+	if (dump_begin(o, KC_PASS_GRAPH))
 		ir_graph_print(g, o->dump);
-	}
 
 	if ((st = ln_lower(c->arena, g, &ln, err)) != KC_OK)
 		goto done;
 	ln->hw_half = sched_target_hw_half(t);
-	if (o->dump) {
-		dump_header(o, "lower");
+	if (dump_begin(o, KC_PASS_LOWER))
 		ln_print(ln, o->dump);
-	}
 	if ((st = ln_verify(ln, "verify-lower", err)) != KC_OK)
 		goto done;
 
 	if ((st = sched_apply(ln, s, err)) != KC_OK)
 		goto done;
-	if (o->dump) {
-		dump_header(o, "schedule");
+	if (dump_begin(o, KC_PASS_SCHEDULE)) {
 		kc_buf_printf(o->dump, "template %s knobs %s\n", s->template_name, s->knobs_json);
 		ln_print(ln, o->dump);
 	}
@@ -147,7 +168,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	mod = LLVMModuleCreateWithNameInContext(out->symbol, ctx);
 	if ((st = be->emit(ln, t, mod, out->symbol, err)) != KC_OK)
 		goto done;
-	dump_module(o, "emit-llvm", mod);
+	dump_module(o, KC_PASS_EMIT_LLVM, mod);
 
 	if (!(tm = obj_target_machine(t, err))) {
 		st = err->status;
@@ -155,7 +176,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	}
 	if ((st = obj_optimize(mod, tm, be->pipeline(ln), o->verify, err)) != KC_OK)
 		goto done;
-	dump_module(o, "optimize", mod);
+	dump_module(o, KC_PASS_OPTIMIZE, mod);
 	if (o->want_ir) {
 		char *s_ir = LLVMPrintModuleToString(mod);
 		out->ir_len = strlen(s_ir);
@@ -166,20 +187,16 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 
 	if ((st = obj_emit(mod, tm, be->object_kind, &obj, &obj_len, err)) != KC_OK)
 		goto done;
-	if (o->dump) {
-		dump_header(o, "object");
+	if (dump_begin(o, KC_PASS_OBJECT))
 		kc_buf_printf(o->dump, "%zu bytes, target %s\n", obj_len, t->name);
-	}
 
 	t1 = kc_now_us();
 	st = be->link(obj, obj_len, t, o, &out->object, &out->object_len, err);
 	out->link_ms = (double)(kc_now_us() - t1) / 1000.0;
 	if (st != KC_OK)
 		goto done;
-	if (o->dump) {
-		dump_header(o, "link");
+	if (dump_begin(o, KC_PASS_LINK))
 		kc_buf_printf(o->dump, "%zu bytes, symbol %s\n", out->object_len, out->symbol);
-	}
 done:
 	free(obj);
 	if (tm)

@@ -72,13 +72,24 @@ typedef struct KcWorkload {
 	KcDigest key;
 } KcWorkload;
 
+/* The passes that write a dump section (passes.def), in pipeline order. */
+typedef enum KcPass {
+#define P(e, name) KC_PASS_##e,
+#include "passes.def"
+#undef P
+	KC_PASS_COUNT
+} KcPass;
+
 /* How to build; zero fields take defaults. */
 typedef struct KcCompileOptions {
 	const char *linker;   /* linker driver path (default "ld", see docs) */
 	const char *tmpdir;   /* scratch directory (default $TMPDIR or /tmp) */
 	bool want_ir;         /* fill KcArtifact.ir with the optimised IR */
 	bool verify;          /* run the IR verifiers after each pass */
-	KcBuf *dump;          /* if set, each pass appends its printable dump */
+	KcBuf *dump;          /* if set, each pass appends "== name ==\n" and
+	                       * its printable dump, in KcPass order */
+	unsigned dump_passes; /* with dump: the passes to dump, bit (1u << KcPass)
+	                       * each; 0: every pass */
 } KcCompileOptions;
 
 /* A compiled kernel. Buffers are malloc'd and owned by the artifact. */
@@ -125,6 +136,16 @@ void kc_graph_arg(const KcGraph *g, int i, KcArgInfo *out);
  * sensitive to ops, shapes, dtypes, constants, meaningful attrs and the
  * order of kernel inputs and outputs. Never fails. */
 void kc_workload(CompileCtx *c, const KcGraph *g, KcWorkload *out);
+/* The graph of a canonical form (kc_workload's `canonical`, as the cache
+ * stores it), named `name` (the body's "op": it sets the kernel symbol):
+ * the form written back as a composite document and read by kc_parse with
+ * `lim`. Tensors are named as the form names them (i<k>, n<k>.<j>), the
+ * ops are in the form's order but for an Assign into a kernel input, which
+ * follows the input's other readers. KC_OK only when the graph's own canonical
+ * form is byte for byte `canonical`; else KC_UNSUPPORTED (KC_TOO_LARGE
+ * over a limit) with a message. Sets *out (owned by c) on success. */
+KcStatus kc_parse_workload(CompileCtx *c, const char *canonical, size_t len, const char *name,
+                           const KcLimits *lim, KcGraph **out, KcErr *err);
 
 /* ---- targets ------------------------------------------------------------
  * Resolve a target name: "cpu" (this host), "x86_64[-<cpu>][+feat...]",
@@ -164,6 +185,13 @@ void kc_kernel_id(const KcDigest *workload_key, const KcTarget *t, const KcSched
 KcStatus kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule *s,
 		    const KcCompileOptions *opts, KcArtifact *out, KcErr *err);
 void kc_artifact_free(KcArtifact *a); /* NULL allowed */
+
+/* The dump section name of a pass ("graph", "emit-llvm", ...; passes.def).
+ * p must be below KC_PASS_COUNT. */
+const char *kc_pass_name(KcPass p);
+/* The pass named by the `len` bytes at `name` (not NUL-terminated), or
+ * KC_PASS_COUNT when no pass has that name. */
+KcPass kc_pass_lookup(const char *name, size_t len);
 
 /* Assembly for stored optimised IR text (what GET /v1/kernels/{id}/asm
  * serves). Appends to *out. */
