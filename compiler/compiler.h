@@ -148,7 +148,9 @@ void kc_workload(CompileCtx *c, const KcGraph *g, KcWorkload *out);
 /* ---- targets ------------------------------------------------------------
  * Resolve a target name: "cpu" (this host), "x86_64[-<cpu>][+feat...]",
  * "aarch64[-<cpu>][+feat...]". KC_BAD_TARGET for anything else, an unknown
- * LLVM CPU or an unknown feature. Thread-safe. */
+ * LLVM CPU, an unknown feature, or an x86 CPU without 64-bit mode (i386,
+ * pentium4, ...: LLVM aborts on x86_64 code for them) unless +64bit is
+ * named. Thread-safe. */
 KcStatus kc_target_resolve(const char *name, KcTarget *out, KcErr *err);
 /* The target a body asks for through `process` and `target_info` (v1+),
  * used when the request has no ?target=. KC_BAD_TARGET for GPU/Ascend

@@ -404,6 +404,12 @@ finish(KcArch arch, const char *cpu, const char **feats, int nf, KcTarget *out, 
 		return kc_fail(err, KC_BAD_TARGET, where, "the resolved target name is too long");
 	}
 	KcStatus st = kc_target_fill(out, err);
+	/* LLVM aborts the process ("64-bit code requested on a subtarget that
+	 * doesn't support it") when asked for x86_64 code on a 32-bit CPU */
+	if (st == KC_OK && strcmp(out->isa_level, "x86-32") == 0)
+		st = kc_fail(
+		    err, KC_BAD_TARGET, where,
+		    "x86_64 CPU '%s' has no 64-bit mode; name a 64-bit CPU (or add +64bit)", cpu);
 	if (st != KC_OK)
 		memset(out, 0, sizeof *out);
 	return st;

@@ -283,12 +283,17 @@ test_table(void)
 		char name[128];
 		KcTarget t;
 		KcErr err;
-		bool x86 = strcmp(r->arch, "X86_64") == 0;
-		snprintf(name, sizeof name, "%s-%s", x86 ? "x86_64" : "aarch64", r->cpu);
-		bool ok = resolve(name, &t, &err) == KC_OK &&
-		          cols(&t, r->isa, r->vw, r->vregs, r->half != 0) && r->warp == 0 &&
-		          fixed_point(&t) && all_features(r->arch, r->features);
+		const char *arch = strcmp(r->arch, "X86_64") == 0 ? "x86_64" : "aarch64";
+		bool b32 = strcmp(r->isa, "x86-32") == 0; /* refused: no 64-bit mode */
+		snprintf(name, sizeof name, "%s-%s", arch, r->cpu);
+		KcStatus st = resolve(name, &t, &err);
+		bool ok = b32 ? st == KC_BAD_TARGET && strstr(err.msg, "64-bit")
+		              : st == KC_OK && cols(&t, r->isa, r->vw, r->vregs, r->half != 0) &&
+		                    fixed_point(&t);
+		ok = ok && r->warp == 0 && all_features(r->arch, r->features) &&
+		     resolve(arch, &t, &err) == KC_OK;
 		if (ok) {
+			snprintf(t.cpu, sizeof t.cpu, "%s", r->cpu);
 			snprintf(t.features, sizeof t.features, "+%.*s",
 			         (int)strcspn(r->features, " "), r->features);
 			ok = kc_target_fill(&t, &err) == KC_OK &&
@@ -353,6 +358,8 @@ test_errors(void)
 	expect_bad("x86_64+avx2+", NULL);
 	expect_bad("x86_64++avx2", NULL);
 	expect_bad("x86_64-neoverse-n1", "neoverse-n1"); /* an aarch64 CPU */
+	expect_bad("x86_64-i386", "64-bit");             /* 32-bit CPUs: LLVM would abort */
+	expect_bad("x86_64-pentium4+sse3", "64-bit");
 	expect_bad("aarch64+avx2", "avx2");              /* an x86 feature */
 	expect_bad("x86_64x", NULL);
 	expect_bad("CPU", NULL);
@@ -383,6 +390,9 @@ test_errors(void)
 	KcTarget t;
 	KcErr err;
 	OKF(resolve(many, &t, &err) == KC_OK && fixed_point(&t), "%s", err.msg);
+	OKF(resolve("x86_64-i386+64bit", &t, &err) == KC_OK && fixed_point(&t) &&
+	        strcmp(t.isa_level, "x86-64-v1") == 0 && t.vector_width == 4,
+	    "%s", err.msg);
 }
 
 static KcStatus
@@ -425,6 +435,8 @@ test_from_graph(void)
 	   strcmp(err.where, "/target_info/cpu") == 0);
 	OK(from_graph("cpu", "x86_64", "warp", NULL, &t, &err) == KC_BAD_TARGET &&
 	   strcmp(err.where, "/target_info/feature") == 0);
+	OK(from_graph("cpu", "x86_64", NULL, "pentium4", &t, &err) == KC_BAD_TARGET &&
+	   strcmp(err.where, "/target_info") == 0 && strstr(err.msg, "64-bit"));
 }
 
 /* From a parsed v1 body. */
