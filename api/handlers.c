@@ -142,6 +142,10 @@ api_target_from_meta(const char *meta, size_t len, KcTarget *t)
 		snprintf(t->triple, sizeof t->triple, "%s", triple->valuestring);
 		snprintf(t->cpu, sizeof t->cpu, "%s", cpu->valuestring);
 		snprintf(t->features, sizeof t->features, "%s", feat->valuestring);
+		/* the table's columns (vector width, native half, ...) from the
+		 * stored triple, cpu and features, as the resolver set them */
+		KcErr err = {0};
+		ok = kc_target_fill(t, &err) == KC_OK;
 	}
 	cJSON_Delete(j);
 	return ok;

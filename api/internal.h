@@ -96,7 +96,8 @@ void h_kernel(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *
 void h_kernel_object(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_kernel_ir(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_kernel_asm(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
-/* The "target" of stored kernel metadata JSON; false if it has none. */
+/* The "target" of stored kernel metadata JSON, its table columns filled
+ * (kc_target_fill); false if it has none or this build cannot take it. */
 bool api_target_from_meta(const char *meta, size_t len, KcTarget *t);
 void h_workload(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_put(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);

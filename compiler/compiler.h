@@ -44,13 +44,32 @@ typedef struct KcLimits {
 	int64_t max_elements; /* elements per tensor (default 1<<31) */
 } KcLimits;
 
+/* Which code generator a target's row belongs to (targets.def BACKEND). */
+typedef enum KcBackendKind {
+	KC_BACKEND_CPU, /* LLVM x86-64 / AArch64, the kcs-cpu-v1 ABI */
+} KcBackendKind;
+
 /* A fully resolved code-generation target. `name` is canonical: aliases
- * ("cpu", "x86_64+avx2") are resolved before anything is keyed or stored. */
+ * ("cpu", "x86_64+avx2") are resolved before anything is keyed or stored;
+ * kernel ids hash name, triple, cpu and features. The fields after
+ * `features` come from the CPU's row of targets.def; when `features` is
+ * not empty they are derived again from the effective feature set (the
+ * CPU's LLVM 19 features with the explicit ones applied, implications
+ * included: kc_target_features), by the rules targets.def states. */
 typedef struct KcTarget {
 	char name[1024];    /* e.g. "x86_64-skylake-avx512" or "x86_64-x86-64+avx2+fma" */
 	char triple[64];    /* e.g. "x86_64-unknown-linux-gnu" */
 	char cpu[64];       /* LLVM CPU name, e.g. "skylake-avx512", "x86-64" */
 	char features[1024];/* explicit LLVM feature string, e.g. "+avx2,+fma" */
+	KcBackendKind backend;
+	char isa_level[16]; /* "x86-64-v1".."x86-64-v4" ("x86-32": no 64-bit
+	                     * mode); "armv8-a", "armv8.2-a", "armv9-a", ... */
+	int vector_width;   /* float32 lanes of the default schedule's vectors:
+	                     * 16 (512-bit AVX-512), 8 (AVX), 4 (SSE, NEON) */
+	int vector_regs;    /* vector registers the GEMM micro-tile may fill */
+	bool native_half;   /* float32 <-> float16 in hardware (x86 F16C;
+	                     * AArch64 base FP) */
+	int warp_size;      /* threads per warp; 0 on CPUs */
 } KcTarget;
 
 /* Per-argument metadata of the kernel ABI (inputs, then outputs). */
@@ -150,14 +169,33 @@ KcStatus kc_parse_workload(CompileCtx *c, const char *canonical, size_t len, con
 /* ---- targets ------------------------------------------------------------
  * Resolve a target name: "cpu" (this host), "x86_64[-<cpu>][+feat...]",
  * "aarch64[-<cpu>][+feat...]". KC_BAD_TARGET for anything else, an unknown
- * LLVM CPU or an unknown feature. Thread-safe. */
+ * LLVM CPU, an unknown feature, or an x86 CPU without 64-bit mode (i386,
+ * pentium4, ...: LLVM aborts on x86_64 code for them) unless +64bit is
+ * named. Thread-safe. */
 KcStatus kc_target_resolve(const char *name, KcTarget *out, KcErr *err);
 /* The target a body asks for through `process` and `target_info` (v1+),
  * used when the request has no ?target=. KC_BAD_TARGET for GPU/Ascend
  * processes (not supported yet). */
 KcStatus kc_target_from_graph(const KcGraph *g, KcTarget *out, KcErr *err);
-/* Name of the host target, resolved (same as kc_target_resolve("cpu")). */
+/* Name of the host target, resolved (same as kc_target_resolve("cpu")):
+ * "<arch>-<LLVM's host CPU name, or the arch's default CPU (x86-64,
+ * generic) when targets.def lacks it>+<every feature LLVM reports enabled
+ * on this host>", e.g. "x86_64-znver4+64bit+adx+...+xsaves". Its columns
+ * come from that CPU's row plus those features. Disabled host features are
+ * not in the name, so a VM that masks features its CPU model implies
+ * still gets the model's. */
 KcStatus kc_target_host(KcTarget *out, KcErr *err);
+/* Set t's backend, isa_level, vector_width, vector_regs, native_half and
+ * warp_size from t->triple, t->cpu and t->features (items "+name" or
+ * "-name", applied in order; a "-" item also drops what implies it, as
+ * LLVM does). For a KcTarget filled by hand (e.g. from stored metadata);
+ * the resolvers call it. KC_BAD_TARGET for an unknown triple, CPU or
+ * feature item. */
+KcStatus kc_target_fill(KcTarget *t, KcErr *err);
+/* Writes t's effective LLVM feature list ("+a,+b,...", table order) to
+ * buf like snprintf (at most cap bytes, NUL-terminated when cap > 0) and
+ * returns its full length; 0 for a target kc_target_fill would refuse. */
+size_t kc_target_features(const KcTarget *t, char *buf, size_t cap);
 
 /* ---- schedules ----------------------------------------------------------
  * The default schedule for g on t (the template chosen by classifying the

@@ -381,7 +381,7 @@ void ln_idx_print(const LnIdx *x, KcBuf *out);
 /* ---- sched.c ----------------------------------------------------------------- */
 /* Apply s to every stage (loop kinds, widths, grains). */
 KcStatus sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err);
-/* Default knobs for a target (vector width from its features). */
+/* Default knobs for a target (vector width and registers: its targets.def columns). */
 void sched_default_knobs(const KcTarget *t, KcKnobs *out);
 /* Does target t convert float32 <-> float16 in hardware (LoopNest.hw_half)? */
 bool sched_target_hw_half(const KcTarget *t);

@@ -75,65 +75,23 @@
 #define MAX_GRAIN (INT64_C(1) << 40)
 #define MIN_PAR_EXTENT 64 /* a parallel loop should have room for many threads */
 
-/* CPUs whose -mcpu implies AVX-512 or AVX2 when no feature says so. */
-static const char *const avx512_cpus[] = {
-    "skylake-avx512", "cascadelake",    "cooperlake",    "cannonlake",
-    "icelake-client", "icelake-server", "tigerlake",     "rocketlake",
-    "sapphirerapids", "emeraldrapids",  "graniterapids", "graniterapids-d",
-    "znver4",         "znver5",         "knl",           "knm",
-    "x86-64-v4",
-};
-static const char *const avx2_cpus[] = {
-    "haswell",   "broadwell",   "skylake",   "alderlake", "raptorlake",   "meteorlake",
-    "arrowlake", "arrowlake-s", "lunarlake", "gracemont", "sierraforest", "grandridge",
-    "znver1",    "znver2",      "znver3",    "bdver4",    "x86-64-v3",    "core-avx2",
-};
-
-static bool
-has_feature(const char *features, const char *f)
-{
-	size_t n = strlen(f);
-	for (const char *p = features; (p = strstr(p, f)) != NULL; p += n) {
-		bool start = p == features || p[-1] == ',';
-		bool end = p[n] == '\0' || p[n] == ',';
-		if (start && end)
-			return true;
-	}
-	return false;
-}
-
-static bool
-cpu_in(const char *cpu, const char *const *list, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(cpu, list[i]) == 0)
-			return true;
-	return false;
-}
-
-/* AArch64 always (base FP); x86-64 with F16C (every AVX2 and AVX-512 CPU
- * has it), which the host's and explicit feature lists name. */
+/* The target's native_half column: x86-64 with F16C, AArch64 always
+ * (targets.def). */
 bool
 sched_target_hw_half(const KcTarget *t)
 {
-	if (strncmp(t->triple, "aarch64", 7) == 0)
-		return true;
-	return strncmp(t->triple, "x86_64", 6) == 0 && has_feature(t->features, "+f16c");
+	return t->native_half;
 }
 
 void
 sched_default_knobs(const KcTarget *t, KcKnobs *out)
 {
-	int w = 4; /* SSE, NEON */
+	/* the target's columns (targets.def): t comes from a resolver or
+	 * kc_target_fill */
+	int w = t->vector_width;
 
-	if (strncmp(t->triple, "x86_64", 6) == 0) {
-		if (has_feature(t->features, "+avx512f") ||
-		    cpu_in(t->cpu, avx512_cpus, sizeof avx512_cpus / sizeof avx512_cpus[0]))
-			w = 16;
-		else if (has_feature(t->features, "+avx") || has_feature(t->features, "+avx2") ||
-		         cpu_in(t->cpu, avx2_cpus, sizeof avx2_cpus / sizeof avx2_cpus[0]))
-			w = 8;
-	}
+	KC_ASSERT(w > 0 && t->vector_regs > 0);
+
 	out->vector_width = w;
 	out->unroll = 0; /* auto, per stage (sched_apply) */
 	out->parallel_grain = 16384;
@@ -142,7 +100,7 @@ sched_default_knobs(const KcTarget *t, KcKnobs *out)
 	 * (NEON), 16 with AVX2/SSE */
 	out->mr = 0;
 	out->nr_vecs = 0;
-	out->vregs = w == 16 || strncmp(t->triple, "aarch64", 7) == 0 ? 32 : 16;
+	out->vregs = t->vector_regs;
 	out->mc = out->nc = out->kc = 0; /* from the shape (lower_gemm.c) */
 	out->fuse_epilogue = true;
 	out->fuse_rows = true;
