@@ -99,6 +99,9 @@ void h_kernel_asm(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiRespon
 void h_workload(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_put(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_list(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+/* The provenance of a record that came without one, {"by": by, "at": now,
+ * "kcsd_version": ...}, into buf (by: a plain word). */
+void api_default_provenance(const char *by, char *buf, size_t cap);
 
 /* admin.c: team sharing and cache administration */
 void h_export(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
