@@ -251,6 +251,13 @@ knobs_parse(const cJSON *o, KcTemplate tpl, const char *where, KcKnobs *k, const
 	return KC_OK;
 }
 
+void
+knobs_default(KcKnobs *k)
+{
+	for (int i = 0; i < KNOB_COUNT; i++)
+		knob_set(k, (KnobId)i, knob_info[i].dflt);
+}
+
 bool
 knobs_eq(const KcKnobs *a, const KcKnobs *b)
 {

@@ -312,6 +312,9 @@ KcStatus knobs_parse(const struct cJSON *o, KcTemplate tpl, const char *where, K
  * ones, absent when none does, so equal schedules print equal. */
 const char *knobs_canonical(Arena *a, const KcSchedule *s);
 bool knobs_eq(const KcKnobs *a, const KcKnobs *b);
+/* Every knob at its knobs.def dflt (0 where the target decides), before
+ * sched_default_knobs sets what depends on the target. */
+void knobs_default(KcKnobs *k);
 
 /* ---- lower.c: IrGraph -> LoopNest (a sequence of stages) ----------------- */
 /* requires: a parsed, typed IrGraph. */

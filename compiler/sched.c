@@ -114,6 +114,7 @@ kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget *t)
 	         : nreduce ? KC_TEMPLATE_REDUCE
 	                   : KC_TEMPLATE_INJECTIVE;
 	s->template_name = kc_template_name(s->tpl);
+	knobs_default(&s->knobs);
 	sched_default_knobs(t, &s->knobs);
 	s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
 	for (int i = 0; i < s->nstages; i++)
@@ -208,6 +209,7 @@ sched_from_cjson(CompileCtx *c, const KcGraph *g, const KcTarget *t, const char 
 		s = ARENA_NEW(c->arena, KcSchedule);
 		s->tpl = (KcTemplate)tpl;
 		s->template_name = kc_template_name(s->tpl);
+		knobs_default(&s->knobs);
 		sched_default_knobs(t, &s->knobs);
 		s->nstages = cJSON_IsArray(sg) ? cJSON_GetArraySize(sg) : 0;
 		s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
