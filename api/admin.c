@@ -199,20 +199,21 @@ bad_line(KcErr *err, const char *where, const char *msg)
 /* One line:
  *   {"workload_key": hex64 = sha256(raw text of "workload"),
  *    "workload": {canonical graph JSON},
- *    "record": {"format": "kcs-schedule-v1", "workload_key": hex64,
- *               "target": str, "template": str, "knobs": {...},
- *               "measured": {"seconds": > 0, "gflops": >= 0} | null,
- *               "provenance": {"by", "at", "kcsd_version": str} | absent}}
- * Fills *out with the canonical record (target name and knobs canonical). */
+ *    "record": a kcs-schedule-v1 record (compiler.h) of that workload_key}
+ * The record is checked against its template and target only (this process
+ * may never have seen the graph). Fills *out with the record to store
+ * (target name and knobs canonical). */
 static KcStatus
 import_parse(const char *p, size_t n, ImportLine *out, KcErr *err)
 {
 	KcStatus st = KC_OK;
 	CompileCtx *cc = NULL;
-	char *knobs_txt = NULL;
+	char *rec_txt = NULL;
 	const char *ws;
 	size_t wn;
-	KcDigest key, got, rkey;
+	KcDigest key, got;
+	KcScheduleRecord r;
+	char prov[192];
 	cJSON *j = cJSON_ParseWithLength(p, n);
 	if (!j) {
 		st = kc_fail(err, KC_BAD_JSON, "", "line is not valid JSON");
@@ -239,110 +240,23 @@ import_parse(const char *p, size_t n, ImportLine *out, KcErr *err)
 		st = bad_line(err, "/record", "record must be a kcs-schedule-v1 object");
 		goto done;
 	}
-	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(rec, "format");
-	const cJSON *rwk = cJSON_GetObjectItemCaseSensitive(rec, "workload_key");
-	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(rec, "target");
-	const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(rec, "template");
-	const cJSON *knobs = cJSON_GetObjectItemCaseSensitive(rec, "knobs");
-	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(rec, "measured");
-	const cJSON *pv = cJSON_GetObjectItemCaseSensitive(rec, "provenance");
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, KC_SCHEDULE_FORMAT) != 0) {
-		st = bad_line(err, "/record/format", "format must be \"" KC_SCHEDULE_FORMAT "\"");
-		goto done;
-	}
-	if (!cJSON_IsString(rwk) || !kc_digest_parse(rwk->valuestring, &rkey) ||
-	    memcmp(rkey.b, key.b, 32) != 0) {
-		st = bad_line(err, "/record/workload_key",
-		              "the record's workload_key differs from the line's");
-		goto done;
-	}
-	if (!cJSON_IsString(tj)) {
-		st = bad_line(err, "/record/target", "target must be a string");
-		goto done;
-	}
-	if (kc_target_resolve(tj->valuestring, &out->target, err) != KC_OK) {
-		snprintf(err->where, sizeof err->where, "/record/target");
-		st = err->status;
-		goto done;
-	}
-	if (!cJSON_IsString(tpl) || !cJSON_IsObject(knobs)) {
-		st = bad_line(err, cJSON_IsString(tpl) ? "/record/knobs" : "/record/template",
-		              "template must be a string and knobs an object");
-		goto done;
-	}
-	if (ms && !cJSON_IsNull(ms)) {
-		const cJSON *sec = cJSON_GetObjectItemCaseSensitive(ms, "seconds");
-		const cJSON *gf = cJSON_GetObjectItemCaseSensitive(ms, "gflops");
-		if (!cJSON_IsObject(ms) || !cJSON_IsNumber(sec) || !(sec->valuedouble > 0) ||
-		    (gf && !cJSON_IsNull(gf) && (!cJSON_IsNumber(gf) || gf->valuedouble < 0))) {
-			st = bad_line(err, "/record/measured",
-			              "measured must be null or {\"seconds\": > 0, \"gflops\": >= 0}");
-			goto done;
-		}
-	}
-	if (pv && !cJSON_IsNull(pv)) {
-		static const char *const fields[] = {"by", "at", "kcsd_version"};
-		bool ok = cJSON_IsObject(pv);
-		for (size_t i = 0; ok && i < sizeof fields / sizeof fields[0]; i++) {
-			const cJSON *f = cJSON_GetObjectItemCaseSensitive(pv, fields[i]);
-			ok = !f || cJSON_IsString(f);
-		}
-		if (!ok) {
-			st = bad_line(err, "/record/provenance",
-			              "provenance must be an object of strings (by, at, kcsd_version)");
-			goto done;
-		}
-	}
-	/* template and knobs, checked against the template and target only */
 	cc = compile_ctx_new();
-	knobs_txt = cJSON_PrintUnformatted(knobs);
-	KcSchedule *s = NULL;
-	if (kc_schedule_from_json(cc, NULL, &out->target, tpl->valuestring, knobs_txt, &s, err) !=
-	    KC_OK) {
-		char w[sizeof err->where];
-		snprintf(w, sizeof w, "%s", err->where[0] ? err->where : "/knobs");
-		snprintf(err->where, sizeof err->where, "/record%.*s",
-		         (int)(sizeof err->where - sizeof "/record"), w);
-		st = err->status;
+	rec_txt = cJSON_PrintUnformatted(rec);
+	KcRecordCheck chk = {.where = "/record", .workload_key = &key, .key_from = "the line"};
+	if ((st = kc_schedule_record_check(cc, rec_txt, strlen(rec_txt), &chk, &r, err)) != KC_OK)
 		goto done;
+	if (!r.provenance) {
+		api_default_provenance("import", prov, sizeof prov);
+		r.provenance = prov;
 	}
-	char hex[65];
-	kc_digest_hex(&key, hex);
-	kc_buf_printf(&out->record, "{\"format\":\"%s\",\"workload_key\":\"%s\",\"target\":",
-	              KC_SCHEDULE_FORMAT, hex);
-	api_json_str(&out->record, out->target.name);
-	kc_buf_puts(&out->record, ",\"template\":");
-	api_json_str(&out->record, kc_schedule_template(s));
-	kc_buf_puts(&out->record, ",\"knobs\":");
-	const char *canon = kc_schedule_knobs_json(s);
-	kc_buf_puts(&out->record, canon && *canon ? canon : "{}");
-	kc_buf_puts(&out->record, ",\"measured\":");
-	if (cJSON_IsObject(ms)) {
-		char *txt = cJSON_PrintUnformatted(ms);
-		kc_buf_puts(&out->record, txt);
-		cJSON_free(txt);
-	} else {
-		kc_buf_puts(&out->record, "null");
-	}
-	kc_buf_puts(&out->record, ",\"provenance\":");
-	if (cJSON_IsObject(pv)) {
-		char *txt = cJSON_PrintUnformatted(pv);
-		kc_buf_puts(&out->record, txt);
-		cJSON_free(txt);
-	} else {
-		char at[32];
-		kc_iso8601(kc_wall_s(), at);
-		kc_buf_printf(&out->record,
-		              "{\"by\":\"import\",\"at\":\"%s\",\"kcsd_version\":\"%s\"}", at,
-		              KCSD_VERSION);
-	}
-	kc_buf_putc(&out->record, '}');
+	out->target = r.target;
+	kc_schedule_record_print(&r, &out->record);
 	out->canonical = kc_xmalloc(wn + 1);
 	memcpy(out->canonical, ws, wn);
 	out->canonical[wn] = 0;
 	out->canonical_len = wn;
 done:
-	cJSON_free(knobs_txt);
+	cJSON_free(rec_txt);
 	compile_ctx_free(cc);
 	cJSON_Delete(j);
 	return st;

@@ -39,14 +39,6 @@ struct Flight {
 	int refs;
 };
 
-/* The schedule chosen for a request and where it came from. */
-typedef struct Chosen {
-	KcSchedule *s;
-	const char *source; /* "default" or "tuned" */
-	char *measured;     /* JSON text or NULL (null), malloc'd */
-	char *provenance;   /* JSON text or NULL, malloc'd */
-} Chosen;
-
 /* MindSpore's kernel-name hash of a request body, when it has one. */
 typedef struct MsHash {
 	bool ok;
@@ -394,56 +386,41 @@ api_recent_get(ApiCtx *a, const KcDigest *key, size_t *len)
 
 /* ---- schedule choice ---------------------------------------------------- */
 
-/* A stored record (kcs-schedule-v1, validated when it was PUT):
- *   {"template": str, "knobs": {...}, "measured": {...}|null,
- *    "provenance": {...}, ...}
- * Falls back to the default schedule if there is none or it no longer
- * applies to this graph. */
+/* The stored record for (workload, target), checked again by
+ * kc_schedule_record_check, this time against the graph: its source is
+ * "tuned". Falls back to the default schedule ("default") if there is none
+ * or it no longer applies. */
 static void
 choose_schedule(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcWorkload *wl,
-                Chosen *out)
+                KcScheduleRecord *out)
 {
 	KcBuf rec = {0};
 	KcErr err = {0};
 	memset(out, 0, sizeof *out);
 	if (cache_get_schedule(a->cache, &wl->key, t->name, &rec, &err) == KC_OK) {
-		cJSON *j = cJSON_ParseWithLength(rec.data, rec.len);
-		const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(j, "template");
-		const cJSON *knobs = cJSON_GetObjectItemCaseSensitive(j, "knobs");
-		char *knobs_txt = cJSON_IsObject(knobs) ? cJSON_PrintUnformatted(knobs) : NULL;
+		KcRecordCheck chk = {.where = "",
+		                     .workload_key = &wl->key,
+		                     .key_from = "its key",
+		                     .target = t,
+		                     .graph = g};
 		KcErr serr = {0};
-		if (cJSON_IsString(tpl) && knobs_txt &&
-		    kc_schedule_from_json(c, g, t, tpl->valuestring, knobs_txt, &out->s, &serr) ==
-		        KC_OK) {
-			const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "measured");
-			const cJSON *pv = cJSON_GetObjectItemCaseSensitive(j, "provenance");
+		if (kc_schedule_record_check(c, rec.data, rec.len, &chk, out, &serr) == KC_OK) {
 			out->source = "tuned";
-			if (cJSON_IsObject(ms))
-				out->measured = cJSON_PrintUnformatted(ms);
-			if (cJSON_IsObject(pv))
-				out->provenance = cJSON_PrintUnformatted(pv);
 		} else {
-			out->s = NULL;
 			kc_log(KC_LOG_WARN,
 			       "stored schedule for target %s does not apply (%s); "
 			       "using the default",
 			       t->name, serr.msg);
 		}
-		free(knobs_txt);
-		cJSON_Delete(j);
 	}
 	kc_buf_free(&rec);
-	if (!out->s) {
-		out->s = kc_schedule_default(c, g, t);
+	if (!out->source) {
+		memset(out, 0, sizeof *out);
+		out->workload_key = wl->key;
+		out->target = *t;
+		out->schedule = kc_schedule_default(c, g, t);
 		out->source = "default";
 	}
-}
-
-static void
-chosen_free(Chosen *ch)
-{
-	cJSON_free(ch->measured);
-	cJSON_free(ch->provenance);
 }
 
 /* ---- responses ---------------------------------------------------------- */
@@ -662,38 +639,22 @@ put_args(KcBuf *b, const KcGraph *g)
 
 /* The schedule record used, in kcs-schedule-v1 form plus "source". */
 static void
-put_schedule(KcBuf *b, const Chosen *ch, const char *wl_hex, const KcTarget *t)
+put_schedule(KcBuf *b, const KcScheduleRecord *ch)
 {
-	kc_buf_puts(b, "{\"format\":\"" KC_SCHEDULE_FORMAT "\",\"workload_key\":\"");
-	kc_buf_puts(b, wl_hex);
-	kc_buf_puts(b, "\",\"target\":");
-	api_json_str(b, t->name);
-	kc_buf_puts(b, ",\"template\":");
-	api_json_str(b, kc_schedule_template(ch->s));
-	kc_buf_puts(b, ",\"knobs\":");
-	const char *knobs = kc_schedule_knobs_json(ch->s);
-	kc_buf_puts(b, knobs && *knobs ? knobs : "{}");
-	kc_buf_puts(b, ",\"measured\":");
-	kc_buf_puts(b, ch->measured ? ch->measured : "null");
-	kc_buf_puts(b, ",\"provenance\":");
-	if (ch->provenance) {
-		kc_buf_puts(b, ch->provenance);
-	} else {
-		char at[32];
-		kc_iso8601(kc_wall_s(), at);
-		kc_buf_printf(b, "{\"by\":\"kcsd-default\",\"at\":\"%s\",\"kcsd_version\":\"%s\"}",
-		              at, KCSD_VERSION);
+	KcScheduleRecord r = *ch;
+	char prov[192];
+	if (!r.provenance) {
+		api_default_provenance("kcsd-default", prov, sizeof prov);
+		r.provenance = prov;
 	}
-	kc_buf_puts(b, ",\"source\":");
-	api_json_str(b, ch->source);
-	kc_buf_putc(b, '}');
+	kc_schedule_record_print(&r, b);
 }
 
 /* Compiles, stores and answers one kernel (the leader's path). */
 static KcStatus
 compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
-                  const KcWorkload *wl, const Chosen *ch, const KcDigest *kid, const MsHash *ms,
-                  int64_t t0, ApiResponse *resp, KcErr *err)
+                  const KcWorkload *wl, const KcScheduleRecord *ch, const KcDigest *kid,
+                  const MsHash *ms, int64_t t0, ApiResponse *resp, KcErr *err)
 {
 	KcCompileOptions opts = {
 	    .linker = a->cfg.linker,
@@ -704,7 +665,7 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	KcBuf meta = {0};
 	int64_t tc = kc_now_us();
 	api_metrics_compile_begin(a);
-	KcStatus st = kc_compile(c, g, t, ch->s, &opts, &art, err);
+	KcStatus st = kc_compile(c, g, t, ch->schedule, &opts, &art, err);
 	api_metrics_compile_end(a, kc_now_us() - tc);
 	if (st != KC_OK) {
 		kc_artifact_free(&art);
@@ -730,7 +691,7 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	            ",\"format\":\"elf-shared-object\",\"abi\":\"" KC_CPU_ABI "\",\"args\":");
 	put_args(&meta, g);
 	kc_buf_puts(&meta, ",\"schedule\":");
-	put_schedule(&meta, ch, wl_hex, t);
+	put_schedule(&meta, ch);
 	kc_buf_printf(&meta,
 	              ",\"compile_ms\":%.3f,\"link_ms\":%.3f,\"object_sha256\":\"%s\","
 	              "\"object_bytes\":%zu,\"kcsd_version\":\"%s\",\"build_id\":\"%s\"",
@@ -787,7 +748,7 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	KcGraph *g = NULL;
 	KcTarget tgt;
 	KcWorkload wl;
-	Chosen ch = {0};
+	KcScheduleRecord ch = {0};
 	bool coalesced = false;
 	CompileCtx *c = NULL;
 	char tbuf[1024];
@@ -821,7 +782,7 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	kc_workload(c, g, &wl);
 	api_recent_put(a, &wl.key, req->body, req->body_len);
 	choose_schedule(a, c, g, &tgt, &wl, &ch);
-	kc_kernel_id(&wl.key, &tgt, ch.s, KCSD_BUILD_ID, &kid);
+	kc_kernel_id(&wl.key, &tgt, ch.schedule, KCSD_BUILD_ID, &kid);
 	have_kid = true;
 
 	for (int attempt = 0;; attempt++) {
@@ -873,7 +834,6 @@ done:
 		memo_key(req, gen, &key);
 		memo_put(a->memo, &key, &kid, &wl.key, &ms);
 	}
-	chosen_free(&ch);
 	compile_ctx_free(c);
 }
 

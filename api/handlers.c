@@ -234,183 +234,73 @@ h_schedule_list(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse
 	api_reply_json_buf(resp, 200, &b);
 }
 
-static KcStatus
-bad_schedule(KcErr *err, const char *where, const char *msg)
+void
+api_default_provenance(const char *by, char *buf, size_t cap)
 {
-	return kc_fail(err, KC_BAD_SCHEDULE, where, "%s", msg);
+	char at[32];
+	kc_iso8601(kc_wall_s(), at);
+	snprintf(buf, cap, "{\"by\":\"%s\",\"at\":\"%s\",\"kcsd_version\":\"%s\"}", by, at,
+	         KCSD_VERSION);
 }
 
-/* Body (kcs-schedule-v1):
- *   {"format": "kcs-schedule-v1", "workload_key": hex64 (= the path),
- *    "target": str (optional if ?target= is given), "template": str,
- *    "knobs": {...}, "measured": {"seconds": num > 0, "gflops": num >= 0} | null,
- *    "provenance": {"by": str, "at": str, "kcsd_version": str} (optional)}
- * Checks the fields, then the template and knobs with kc_schedule_from_json
- * against the graph of the last compile of this workload seen by this
- * process (NULL graph when there is none), and stores the record under the
- * resolved target name. Builds the stored record into *rec. */
+/* A record is stored next to the workload it tunes, so that workload must
+ * be known (stored by an earlier compile). */
+static KcStatus
+workload_known(void *arg, const KcDigest *key, KcErr *err)
+{
+	ApiCtx *a = arg;
+	KcBuf wl = {0};
+	KcErr werr = {0};
+	KcStatus st = cache_get_workload(a->cache, key, &wl, &werr);
+	kc_buf_free(&wl);
+	if (st == KC_NOT_FOUND)
+		return kc_fail(err, KC_NOT_FOUND, "/workload_key",
+		               "unknown workload: compile it once before storing a schedule");
+	if (st != KC_OK)
+		*err = werr;
+	return st;
+}
+
+/* Body: a kcs-schedule-v1 record (compiler.h) whose workload_key is the
+ * path's, for ?target= or its "target". kc_schedule_record_check checks it,
+ * its template and knobs against the graph of the last compile of this
+ * workload seen by this process (none: against the template and target
+ * only). Builds the record to store into *rec. */
 static KcStatus
 validate_schedule(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, CompileCtx *c, KcTarget *t,
                   KcBuf *rec, KcErr *err)
 {
-	KcStatus st = KC_OK;
-	KcBuf wl = {0};
-	char *knobs_txt = NULL, *graph_body = NULL;
-	cJSON *j = cJSON_ParseWithLength(req->body ? req->body : "", req->body_len);
-	if (!j) {
-		st = kc_fail(err, KC_BAD_JSON, "", "schedule record is not valid JSON");
-		goto done;
-	}
-	if (!cJSON_IsObject(j)) {
-		st = bad_schedule(err, "", "schedule record must be a JSON object");
-		goto done;
-	}
-	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, KC_SCHEDULE_FORMAT) != 0) {
-		st = bad_schedule(err, "/format", "format must be \"" KC_SCHEDULE_FORMAT "\"");
-		goto done;
-	}
-	const cJSON *wk = cJSON_GetObjectItemCaseSensitive(j, "workload_key");
-	KcDigest key;
-	if (!cJSON_IsString(wk) || !kc_digest_parse(wk->valuestring, &key) ||
-	    memcmp(key.b, m->id.b, sizeof key.b) != 0) {
-		st = bad_schedule(err, "/workload_key",
-		                  "workload_key must be the 64-hex key given in the path");
-		goto done;
-	}
-	KcErr werr = {0};
-	st = cache_get_workload(a->cache, &m->id, &wl, &werr);
-	if (st == KC_NOT_FOUND) {
-		st = kc_fail(err, KC_NOT_FOUND, "/workload_key",
-		             "unknown workload: compile it once before storing a schedule");
-		goto done;
-	}
-	if (st != KC_OK) {
-		*err = werr;
-		goto done;
-	}
-	char tbuf[1024];
-	const char *tq = api_query_target(req, tbuf, sizeof tbuf);
-	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(j, "target");
-	if (tj && !cJSON_IsString(tj)) {
-		st = bad_schedule(err, "/target", "target must be a string");
-		goto done;
-	}
-	const char *tname = tq ? tq : tj ? tj->valuestring : NULL;
-	if (!tname) {
-		st = bad_schedule(err, "/target", "a target is required (?target= or \"target\")");
-		goto done;
-	}
-	st = kc_target_resolve(tname, t, err);
-	if (st != KC_OK) {
-		st = kc_fail(err, st, tq ? "?target" : "/target", "%s", kc_status_text(st));
-		if (!err->where[0])
-			snprintf(err->where, sizeof err->where, tq ? "?target" : "/target");
-		goto done;
-	}
-	if (tq && tj) {
-		KcTarget t2;
-		KcErr e2 = {0};
-		if (kc_target_resolve(tj->valuestring, &t2, &e2) != KC_OK ||
-		    strcmp(t2.name, t->name) != 0) {
-			st = bad_schedule(err, "/target", "target differs from ?target=");
-			goto done;
-		}
-	}
-	const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(j, "template");
-	if (!cJSON_IsString(tpl)) {
-		st = bad_schedule(err, "/template", "template must be a string");
-		goto done;
-	}
-	const cJSON *knobs = cJSON_GetObjectItemCaseSensitive(j, "knobs");
-	if (!cJSON_IsObject(knobs)) {
-		st = bad_schedule(err, "/knobs", "knobs must be an object");
-		goto done;
-	}
-	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "measured");
-	if (ms && !cJSON_IsNull(ms)) {
-		const cJSON *sec = cJSON_GetObjectItemCaseSensitive(ms, "seconds");
-		const cJSON *gf = cJSON_GetObjectItemCaseSensitive(ms, "gflops");
-		if (!cJSON_IsObject(ms) || !cJSON_IsNumber(sec) || !(sec->valuedouble > 0) ||
-		    (gf && !cJSON_IsNull(gf) && (!cJSON_IsNumber(gf) || gf->valuedouble < 0))) {
-			st = bad_schedule(err, "/measured",
-			                  "measured must be null or {\"seconds\": > 0, "
-			                  "\"gflops\": >= 0}");
-			goto done;
-		}
-	}
-	const cJSON *pv = cJSON_GetObjectItemCaseSensitive(j, "provenance");
-	if (pv && !cJSON_IsNull(pv)) {
-		static const char *const fields[] = {"by", "at", "kcsd_version"};
-		bool ok = cJSON_IsObject(pv);
-		for (size_t i = 0; ok && i < sizeof fields / sizeof fields[0]; i++) {
-			const cJSON *f = cJSON_GetObjectItemCaseSensitive(pv, fields[i]);
-			ok = !f || cJSON_IsString(f);
-		}
-		if (!ok) {
-			st = bad_schedule(err, "/provenance",
-			                  "provenance must be an object of strings "
-			                  "(by, at, kcsd_version)");
-			goto done;
-		}
-	}
-
-	/* The knobs, checked by the compiler against the workload's graph when
-	 * this process has seen it. */
-	KcGraph *g = NULL;
+	char tbuf[1024], prov[192];
 	size_t glen = 0;
-	graph_body = api_recent_get(a, &m->id, &glen);
+	KcGraph *g = NULL;
+	KcScheduleRecord r;
+	char *graph_body = api_recent_get(a, &m->id, &glen);
 	if (graph_body) {
 		KcErr gerr = {0};
 		if (kc_parse(c, graph_body, glen, &a->cfg.limits, &g, &gerr) != KC_OK)
 			g = NULL;
 	}
-	knobs_txt = cJSON_PrintUnformatted(knobs);
-	KcSchedule *s = NULL;
-	st = kc_schedule_from_json(c, g, t, tpl->valuestring, knobs_txt, &s, err);
-	if (st != KC_OK) {
-		st = kc_fail(err, st, "/knobs", "%s", kc_status_text(st));
-		if (!err->where[0])
-			snprintf(err->where, sizeof err->where, "/knobs");
-		goto done;
-	}
-
-	char hex[65];
-	kc_digest_hex(&m->id, hex);
-	kc_buf_printf(
-	    rec, "{\"format\":\"%s\",\"workload_key\":\"%s\",\"target\":", KC_SCHEDULE_FORMAT, hex);
-	api_json_str(rec, t->name);
-	kc_buf_puts(rec, ",\"template\":");
-	api_json_str(rec, kc_schedule_template(s));
-	kc_buf_puts(rec, ",\"knobs\":");
-	const char *canon = kc_schedule_knobs_json(s);
-	kc_buf_puts(rec, canon && *canon ? canon : "{}");
-	kc_buf_puts(rec, ",\"measured\":");
-	if (ms && cJSON_IsObject(ms)) {
-		char *txt = cJSON_PrintUnformatted(ms);
-		kc_buf_puts(rec, txt);
-		cJSON_free(txt);
-	} else {
-		kc_buf_puts(rec, "null");
-	}
-	kc_buf_puts(rec, ",\"provenance\":");
-	if (pv && cJSON_IsObject(pv)) {
-		char *txt = cJSON_PrintUnformatted(pv);
-		kc_buf_puts(rec, txt);
-		cJSON_free(txt);
-	} else {
-		char at[32];
-		kc_iso8601(kc_wall_s(), at);
-		kc_buf_printf(rec, "{\"by\":\"unknown\",\"at\":\"%s\",\"kcsd_version\":\"%s\"}", at,
-		              KCSD_VERSION);
-	}
-	kc_buf_putc(rec, '}');
-done:
-	cJSON_free(knobs_txt);
+	KcRecordCheck chk = {
+	    .where = "",
+	    .workload_key = &m->id,
+	    .key_from = "the path",
+	    .key_known = workload_known,
+	    .key_known_arg = a,
+	    .target_query = api_query_target(req, tbuf, sizeof tbuf),
+	    .takes_query = true,
+	    .graph = g,
+	};
+	KcStatus st = kc_schedule_record_check(c, req->body, req->body_len, &chk, &r, err);
 	free(graph_body);
-	kc_buf_free(&wl);
-	cJSON_Delete(j);
-	return st;
+	if (st != KC_OK)
+		return st;
+	if (!r.provenance) {
+		api_default_provenance("unknown", prov, sizeof prov);
+		r.provenance = prov;
+	}
+	*t = r.target;
+	kc_schedule_record_print(&r, rec);
+	return KC_OK;
 }
 
 void

@@ -102,6 +102,9 @@ bool api_target_from_meta(const char *meta, size_t len, KcTarget *t);
 void h_workload(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_put(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_schedule_list(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+/* The provenance of a record that came without one, {"by": by, "at": now,
+ * "kcsd_version": ...}, into buf (by: a plain word). */
+void api_default_provenance(const char *by, char *buf, size_t cap);
 
 /* dump.c: the pass dumps of a stored kernel, compiled again */
 void h_kernel_dump(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);

@@ -202,13 +202,127 @@ size_t kc_target_features(const KcTarget *t, char *buf, size_t cap);
  * graph, with its default knobs). Never fails. */
 KcSchedule *kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget *t);
 /* Validate a schedule record's template name and knobs (a JSON object as
- * text) against g and t. KC_BAD_SCHEDULE (422) if it cannot apply. */
+ * text; NULL or "": the defaults) against g and t, knob by knob as
+ * knobs.def says, then the template's rules between knobs.
+ * KC_BAD_SCHEDULE (422) if it cannot apply, with err->where "/template",
+ * "/knobs" or the offending member ("/knobs/unroll",
+ * "/knobs/stages/0/tile"). g NULL (a workload this process has not seen):
+ * the template must be a known one and "stages" is not counted. */
 KcStatus kc_schedule_from_json(CompileCtx *c, const KcGraph *g, const KcTarget *t,
 			       const char *template_name, const char *knobs_json,
 			       KcSchedule **out, KcErr *err);
 const char *kc_schedule_template(const KcSchedule *s);
 /* Canonical knobs JSON object (sorted keys, no spaces), in the arena. */
 const char *kc_schedule_knobs_json(const KcSchedule *s);
+
+/* ---- templates and knobs (templates.def, knobs.def), read-only ----------
+ * The search space of a schedule, for tuners and the docs generator. The
+ * tables are const data: any thread may read them at any time. */
+typedef enum KcTemplate {
+#define X(e, name) KC_TEMPLATE_##e,
+#include "templates.def"
+#undef X
+	KC_TEMPLATE_COUNT
+} KcTemplate;
+/* "injective", ...; NULL for a value out of range. */
+const char *kc_template_name(KcTemplate t);
+
+typedef enum KcKnobType {
+	KC_KNOB_INT,  /* a JSON integer in [min, max] */
+	KC_KNOB_POW2, /* a JSON integer in [min, max] that is a power of two */
+	KC_KNOB_BOOL, /* true or false (stored as 1 or 0; min 0, max 1) */
+} KcKnobType;
+
+/* KcKnobInfo.special: values below min that a knob accepts as well. */
+enum {
+	KC_KNOB_AUTO = 1u << 0, /* 0: the compiler chooses (per stage or from the shape) */
+	KC_KNOB_OFF = 1u << 1,  /* 1: the transform is off */
+};
+
+/* One row of knobs.def. */
+typedef struct KcKnobInfo {
+	const char *name; /* JSON key */
+	KcKnobType type;
+	int64_t min, max;    /* the regular range */
+	unsigned special;    /* KC_KNOB_AUTO | KC_KNOB_OFF */
+	int64_t dflt;        /* the default, unless target_default */
+	bool target_default; /* the default depends on the target */
+	unsigned templates;  /* bit (1u << KcTemplate) for each template that takes it */
+	const char *backend; /* the target class it applies to: "cpu" */
+	bool always_printed; /* in canonical knobs even at dflt (else only when set) */
+	const char *help;    /* one line of markdown */
+} KcKnobInfo;
+
+/* Number of knobs, and knob i (0 <= i < kc_knob_count(); NULL otherwise).
+ * The pointer is to static const data. */
+int kc_knob_count(void);
+const KcKnobInfo *kc_knob_info(int i);
+/* The knob called name, or NULL. */
+const KcKnobInfo *kc_knob_find(const char *name);
+/* Whether v is a value k accepts (its range and special values; a bool
+ * takes 0 and 1). Cross-knob rules are the template's (sched.c). */
+bool kc_knob_accepts(const KcKnobInfo *k, int64_t v);
+/* The accepted values in words, e.g. "0 (auto) or an integer from 1 to 16":
+ * the wording of the KC_BAD_SCHEDULE messages and of docs/api.md. Always
+ * NUL-terminates buf (cap >= 1). */
+void kc_knob_describe(const KcKnobInfo *k, char *buf, size_t cap);
+
+/* ---- schedule records (schedule_record.c) -------------------------------
+ * The kcs-schedule-v1 record: what PUT /v1/schedules stores, export and
+ * import move between daemons, and a compile reads back. One checker for
+ * all of them, so a record is accepted or refused the same way everywhere:
+ *   {"format": "kcs-schedule-v1", "workload_key": hex64,
+ *    "target": str, "template": str, "knobs": {...},
+ *    "measured": {"seconds": num > 0, "gflops": num >= 0 | null} | null,
+ *    "provenance": {"by": str, "at": str, "kcsd_version": str} | null}
+ * measured and provenance may be absent, each provenance field too; other
+ * members are ignored. */
+typedef struct KcRecordCheck {
+	/* JSON pointer of the record in the caller's document ("" for a PUT
+	 * body, "/record" in an import line): prefixes every err->where. */
+	const char *where;
+	/* The key the record must name (NULL: any 64-hex key), and where the
+	 * caller got it, for the message ("the path"). */
+	const KcDigest *workload_key;
+	const char *key_from;
+	/* Called once format and workload_key are checked, before the rest
+	 * (NULL: none): a non-KC_OK status, with err set, refuses the record
+	 * (PUT's "compile it once first" 404). */
+	KcStatus (*key_known)(void *arg, const KcDigest *key, KcErr *err);
+	void *key_known_arg;
+	/* The target: `target` when the caller has resolved it already (the
+	 * record's "target" must then be its name); else target_query (a
+	 * ?target=, errors at "?target") when set, else the record's
+	 * "target", resolved here. takes_query: the messages name ?target=. */
+	const KcTarget *target;
+	const char *target_query;
+	bool takes_query;
+	/* The workload's graph when the caller has it: the template and knobs
+	 * are checked against it; NULL: against the template and target only
+	 * (kc_schedule_from_json). */
+	const KcGraph *graph;
+} KcRecordCheck;
+
+/* A checked record. Strings and the schedule live in the CompileCtx. */
+typedef struct KcScheduleRecord {
+	KcDigest workload_key;
+	KcTarget target;        /* resolved: name is canonical */
+	KcSchedule *schedule;   /* template and canonical knobs */
+	const char *measured;   /* compact JSON object, or NULL (null or absent) */
+	const char *provenance; /* compact JSON object, or NULL (null or absent) */
+	const char *source;     /* printed as "source" when set (compile replies) */
+} KcScheduleRecord;
+
+/* Check the record in json[0, len) as chk says and fill *out. Returns
+ * KC_OK, or KC_BAD_JSON (not JSON), KC_BAD_SCHEDULE (a field; err->where
+ * its JSON pointer, e.g. "/knobs/unroll"), KC_BAD_TARGET (from
+ * kc_target_resolve, where "/target" or "?target"), or what key_known
+ * returned. Thread-safe on distinct contexts. */
+KcStatus kc_schedule_record_check(CompileCtx *c, const char *json, size_t len,
+                                  const KcRecordCheck *chk, KcScheduleRecord *out, KcErr *err);
+/* Append r as a stored record (compact, members in the order above; a NULL
+ * measured or provenance as null), then "source" when set. */
+void kc_schedule_record_print(const KcScheduleRecord *r, KcBuf *out);
 
 /* kernel_id = SHA-256 of (workload key, resolved target, template, knobs,
  * build id, LLVM version). */

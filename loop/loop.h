@@ -269,29 +269,51 @@ typedef struct LoopNest {
 } LoopNest;
 
 /* ---- schedules ------------------------------------------------------------ */
+/* One member per knobs.def row (its ranges, defaults and templates are
+ * there), plus what the target fixes. */
 typedef struct KcKnobs {
-	int vector_width;       /* elements per vector, power of two, 1..64 */
-	int unroll;             /* interleave count, 1..16; 0 = auto per stage */
-	int64_t parallel_grain; /* minimum elements per task, >= 1 */
-	/* "matmul" template only (GEMM stages; see LnGemm) */
-	int mr, nr_vecs;        /* micro-tile: mr rows x nr_vecs vectors (0: auto) */
-	int vregs;              /* not a knob: the target's vector registers */
-	int64_t mc, nc, kc;     /* cache blocking */
-	bool fuse_epilogue;     /* run the elementwise consumer on the tile */
-	bool fuse_rows;         /* row fusion of stages (fuse.c); default on */
-	int rfactor;            /* partials of a full reduction: 0 auto, 1 off, 2..1024 */
-	int tile;               /* transpose tile: 0 auto, 1 off, 4..256 power of two */
-	bool stream;            /* non-temporal stores of large outputs; default on */
-	int jam;                /* outer-axis reduction rows per step: 0 auto, 1 off, 2..16 */
+	int vector_width;
+	int unroll;
+	int64_t parallel_grain;
+	/* the GEMM stages of the "matmul" template (LnGemm) */
+	int mr, nr_vecs; /* micro-tile: mr rows x nr_vecs vectors */
+	int vregs;       /* not a knob: the target's vector registers */
+	int64_t mc, nc, kc;
+	bool fuse_epilogue;
+	bool fuse_rows; /* fuse.c */
+	int rfactor;
+	int tile;
+	bool stream;
+	int jam;
 } KcKnobs;
 
 struct KcSchedule {
-	const char *template_name; /* "injective" */
+	KcTemplate tpl;
+	const char *template_name; /* kc_template_name(tpl) */
 	KcKnobs knobs;             /* global knobs */
 	int nstages;               /* stages of the graph it was made for */
 	KcKnobs *stage;            /* effective knobs per stage (global + override) */
 	const char *knobs_json;    /* canonical, in the arena */
 };
+
+/* ---- knobs.c: knob objects, checked and printed from knobs.def --------- */
+struct cJSON;
+/* Knobs: {"<knobs.def name>": value, ...}, each at most once, each taken by
+ * template tpl; values as kc_knob_accepts says. Sets the members of *k that
+ * it names. "stages" is handed back in *stages unverified; NULL stages:
+ * refused (a stage's own knobs). where: the object's JSON pointer
+ * ("/knobs"); errors name the member ("/knobs/unroll"). */
+KcStatus knobs_parse(const struct cJSON *o, KcTemplate tpl, const char *where, KcKnobs *k,
+                     const struct cJSON **stages, KcErr *err);
+/* Canonical knobs of s: sorted keys, compact; a knob printed when tpl takes
+ * it and it is always_printed or not at its default; "stages" lists each
+ * stage's effective knobs up to the last that differs from the global
+ * ones, absent when none does, so equal schedules print equal. */
+const char *knobs_canonical(Arena *a, const KcSchedule *s);
+bool knobs_eq(const KcKnobs *a, const KcKnobs *b);
+/* Every knob at its knobs.def dflt (0 where the target decides), before
+ * sched_default_knobs sets what depends on the target. */
+void knobs_default(KcKnobs *k);
 
 /* ---- lower.c: IrGraph -> LoopNest (a sequence of stages) ----------------- */
 /* requires: a parsed, typed IrGraph. */
@@ -381,6 +403,11 @@ void ln_idx_print(const LnIdx *x, KcBuf *out);
 /* ---- sched.c ----------------------------------------------------------------- */
 /* Apply s to every stage (loop kinds, widths, grains). */
 KcStatus sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err);
+/* kc_schedule_from_json on parsed knobs (NULL: the defaults; a non-object:
+ * refused); for schedule_record.c. */
+KcStatus sched_from_cjson(CompileCtx *c, const KcGraph *g, const KcTarget *t,
+                          const char *template_name, const struct cJSON *knobs, KcSchedule **out,
+                          KcErr *err);
 /* Default knobs for a target (vector width and registers: its targets.def columns). */
 void sched_default_knobs(const KcTarget *t, KcKnobs *out);
 /* Does target t convert float32 <-> float16 in hardware (LoopNest.hw_half)? */
