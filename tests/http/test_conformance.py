@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_conformance.py - the AKG corpus as a conformance suite (issue 3, point 5).
+"""test_conformance.py - the AKG corpus as a conformance suite.
 
 Starts kcsd (kcsd_harness.Kcsd) with a long --verify-timeout-s and posts
 every file of ../shared/corpus/akg (legacy_inplace_assign/ included) to

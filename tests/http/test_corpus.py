@@ -512,7 +512,7 @@ def reference(desc, inputs):
                 view = lambda m: strided_slice(m, op_attrs(op))
             elif name in ("ElemAny", "ElemAll"):
                 # "any/all elements non-zero" (AKG's op_dsl has x.all() for
-                # ElemAny: a slip, see issue 3)
+                # ElemAny: a slip)
                 nz = np.asarray(a) != 0
                 r = np.array([nz.any() if name == "ElemAny" else nz.all()])
                 view = lambda m: np.array([np.asarray(m).any()])

@@ -1,5 +1,5 @@
 /* test_graphfuzz.c - differential fuzzing of the compiler against the
- * reference interpreter (issue 3, point 6).
+ * reference interpreter.
  *
  * A generator builds random VALID composite graphs: shapes of rank 1-4 with
  * 1s and odd sizes (at most 256 elements, so hundreds of graphs run in
@@ -625,7 +625,7 @@ gen_op(Graph *g)
 	int k = rnd(100), a, dt;
 	Opnd in[3];
 
-	if (chance(9)) { /* the ops of issue 3 part B */
+	if (chance(9)) { /* Argmax/Argmin, CumSum/CumProd, Pool2D */
 		gen_op_b(g);
 		return;
 	}

@@ -1156,7 +1156,7 @@ kernels(void)
 	}
 }
 
-/* ---- issue 3 (part A): Sin ... Atan2, AddN, bool reductions, slices ------------ */
+/* ---- Sin ... Atan2, AddN, bool reductions, slices ------------ */
 
 /* The interpreter's new elementwise ops against libm (numpy's values). */
 static void

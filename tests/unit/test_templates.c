@@ -1,5 +1,5 @@
 /* test_templates.c - correctness of the default schedule templates over a
- * sweep of shapes and dtypes (issue 4, point 7).
+ * sweep of shapes and dtypes.
  *
  * For every default template ("matmul", "reduce", "injective"; Conv2D takes
  * "reduce" today) composite graphs are built as JSON over a sweep of sizes:
