@@ -29,8 +29,10 @@ if(KC_AARCH64_CC AND KC_QEMU_AARCH64 AND EXISTS ${KC_AARCH64_SYSROOT}/lib)
             ${CMAKE_SOURCE_DIR}/clients/include/kcs_abi.h
     COMMENT "Cross-compiling the aarch64 kernel runner"
     VERBATIM)
-  add_custom_target(aarch64_runner ALL DEPENDS ${_runner})
-  add_dependencies(test_aarch64 aarch64_runner)
+  # Not named aarch64_runner: Ninja's per-folder alias of such a target
+  # would be tests/aarch64_runner, the very file the command makes.
+  add_custom_target(kc_aarch64_runner ALL DEPENDS ${_runner})
+  add_dependencies(test_aarch64 kc_aarch64_runner)
   add_test(NAME test_aarch64
            COMMAND test_aarch64 ${_runner} ${KC_QEMU_AARCH64} ${KC_AARCH64_SYSROOT})
 else()
