@@ -23,10 +23,10 @@ if(KC_AARCH64_CC AND KC_QEMU_AARCH64 AND EXISTS ${KC_AARCH64_SYSROOT}/lib)
     OUTPUT ${_runner}
     COMMAND ${KC_AARCH64_CC} -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow
             -Wstrict-prototypes ${_werror} -I${CMAKE_SOURCE_DIR}/clients/include
-            -o ${_runner} ${CMAKE_CURRENT_SOURCE_DIR}/aarch64/runner.c
-            -Wl,--no-as-needed -lm -ldl -lpthread
-    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/aarch64/runner.c
-            ${CMAKE_SOURCE_DIR}/clients/include/kcs_abi.h
+            -I${CMAKE_CURRENT_SOURCE_DIR} -o ${_runner} ${CMAKE_CURRENT_SOURCE_DIR}/aarch64/runner.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/tkernel.c -Wl,--no-as-needed -lm -ldl -lpthread
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/aarch64/runner.c ${CMAKE_CURRENT_SOURCE_DIR}/tkernel.c
+            ${CMAKE_CURRENT_SOURCE_DIR}/tkernel.h ${CMAKE_SOURCE_DIR}/clients/include/kcs_abi.h
     COMMENT "Cross-compiling the aarch64 kernel runner"
     VERBATIM)
   # Not named aarch64_runner: Ninja's per-folder alias of such a target

@@ -22,8 +22,7 @@
 #include "compiler.h"
 #include "t.h"
 #include "telem.h"
-
-typedef int32_t (*KernelFn)(const void *rt, void *const *args, const int64_t *dims);
+#include "tkernel.h"
 
 /* ---- building one-op graphs ------------------------------------------------ */
 
@@ -834,17 +833,10 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 	KcCompileOptions o = {0};
 	if (kc_compile(c, g, &host, s, &o, &art, &err) != KC_OK)
 		goto done;
-	char path[] = "/tmp/test_interp_XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	if (fd < 0 || write(fd, art.object, art.object_len) != (ssize_t)art.object_len) {
-		OKF(0, "%s: cannot write the object", label);
-		goto done;
-	}
-	close(fd);
-	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	unlink(path);
-	KernelFn fn = dl ? (KernelFn)(uintptr_t)dlsym(dl, art.symbol) : NULL;
-	OKF(fn != NULL, "%s: dlopen/dlsym", label);
+	char why[300] = "";
+	KcsKernelFn fn =
+	    t_kernel_load(art.object, art.object_len, art.symbol, &dl, why, sizeof why);
+	OKF(fn != NULL, "%s: %s", label, why);
 	if (!fn)
 		goto done;
 	int n = kc_graph_nargs(g), nin = 0;
@@ -1204,19 +1196,10 @@ run_kernel(const char *label, const char *json, void **args)
 	OKF(st == KC_OK, "%s compile: %s %s", label, err.where, err.msg);
 	if (st != KC_OK)
 		goto done;
-	char path[] = "/tmp/test_interp_XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	if (fd < 0 || write(fd, art.object, art.object_len) != (ssize_t)art.object_len) {
-		OKF(0, "%s: cannot write the object", label);
-		if (fd >= 0)
-			close(fd);
-		goto done;
-	}
-	close(fd);
-	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	unlink(path);
-	KernelFn fn = dl ? (KernelFn)(uintptr_t)dlsym(dl, art.symbol) : NULL;
-	OKF(fn != NULL, "%s: dlopen/dlsym", label);
+	char why[300] = "";
+	KcsKernelFn fn =
+	    t_kernel_load(art.object, art.object_len, art.symbol, &dl, why, sizeof why);
+	OKF(fn != NULL, "%s: %s", label, why);
 	ok = fn && fn(NULL, args, NULL) == 0;
 done:
 	if (dl)
