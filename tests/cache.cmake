@@ -2,4 +2,4 @@
 add_executable(test_cache ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache.c)
 target_link_libraries(test_cache PRIVATE kc_cache kc_t)
 add_test(NAME test_cache COMMAND test_cache)
-set_tests_properties(test_cache PROPERTIES LABELS fast TIMEOUT 120)
+set_tests_properties(test_cache PROPERTIES LABELS "fast;tsan" TIMEOUT 120)

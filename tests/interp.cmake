@@ -6,7 +6,11 @@ foreach(t test_interp test_mshash)
   target_link_libraries(${t} PRIVATE kc_compiler kc_t PkgConfig::CJSON dl m)
   add_test(NAME ${t} COMMAND ${t})
 endforeach()
-set_tests_properties(test_interp PROPERTIES LABELS slow TIMEOUT 600)
+# The corpus part compares kcsd's kernels with the interpreter's outputs
+# from the corpus fixture (tests/corpus.cmake); run by hand without
+# KC_CORPUS_FIXTURE, it compiles and interprets the corpus itself.
+set_tests_properties(test_interp PROPERTIES LABELS slow TIMEOUT 600 FIXTURES_REQUIRED corpus
+                     ENVIRONMENT KC_CORPUS_FIXTURE=${CMAKE_CURRENT_BINARY_DIR}/corpus)
 set_tests_properties(test_mshash PROPERTIES LABELS fast TIMEOUT 120)
 # POST /v1/verify and ms_hash against a live daemon (tests/http/test_verify.py).
 add_test(NAME http_verify

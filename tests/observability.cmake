@@ -7,7 +7,7 @@
 add_test(NAME http_observability
          COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_observability.py
                  --kcsd $<TARGET_FILE:kcsd> --only fast)
-set_tests_properties(http_observability PROPERTIES LABELS fast TIMEOUT 120)
+set_tests_properties(http_observability PROPERTIES LABELS "fast;tsan" TIMEOUT 120)
 add_test(NAME http_watchdog_wedge
          COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_observability.py
                  --kcsd $<TARGET_FILE:kcsd> --only wedge)
@@ -15,4 +15,4 @@ set_tests_properties(http_watchdog_wedge PROPERTIES LABELS slow TIMEOUT 300)
 add_test(NAME http_overload
          COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_overload.py
                  --kcsd $<TARGET_FILE:kcsd>)
-set_tests_properties(http_overload PROPERTIES LABELS slow TIMEOUT 120)
+set_tests_properties(http_overload PROPERTIES LABELS "slow;tsan" TIMEOUT 120)

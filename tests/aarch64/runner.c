@@ -19,20 +19,19 @@
  * resolve against the libm this program links (with --no-as-needed, since
  * nothing here calls libm). It runs twice: serially
  * (rt == NULL, 64-byte aligned buffers, outputs filled with 0xA5) and
- * through a 3-thread pthread KcsRuntime (every buffer placed one element
+ * through tests/tkernel.c's 3-thread KcsRuntime (every buffer placed one element
  * past a 64-byte boundary, outputs filled with 0x5A, inputs copied), so an
  * unwritten output element or an alignment assumption shows up as a
  * difference the host reports.
  */
 #include <dlfcn.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kcs_abi.h"
+#include "tkernel.h"
 
 #define MAX_ARGS 1024
 
@@ -41,75 +40,6 @@ typedef struct ArgDesc {
 	uint32_t elem_size;
 	uint32_t is_output;
 } ArgDesc;
-
-/* ---- a small pthread runtime: 3 threads per region ---------------------- */
-typedef struct Job {
-	KcsTaskFn fn;
-	void *closure;
-	int64_t n;
-	atomic_llong next;
-	atomic_int result;
-} Job;
-
-static atomic_int regions; /* parallel_for calls with ntasks > 1 */
-static atomic_int tasks;   /* tasks run */
-
-static void *
-worker(void *p)
-{
-	Job *j = p;
-	for (;;) {
-		long long t = atomic_fetch_add(&j->next, 1);
-		int32_t r;
-		int zero = 0;
-		if (t >= j->n)
-			return NULL;
-		r = j->fn(j->closure, t, j->n);
-		atomic_fetch_add(&tasks, 1);
-		if (r)
-			atomic_compare_exchange_strong(&j->result, &zero, r);
-	}
-}
-
-static int32_t
-pool_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t n)
-{
-	pthread_t th[2];
-	int nth = n < 3 ? (int)n : 3, started = 0;
-	Job j;
-	(void)ctx;
-	j.fn = fn;
-	j.closure = closure;
-	j.n = n;
-	atomic_init(&j.next, 0);
-	atomic_init(&j.result, 0);
-	if (n > 1)
-		atomic_fetch_add(&regions, 1);
-	for (int i = 0; i < nth - 1; i++)
-		if (pthread_create(&th[i], NULL, worker, &j) == 0)
-			started++;
-	worker(&j);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	return atomic_load(&j.result);
-}
-
-static void *
-pool_alloc(void *ctx, uint64_t bytes, uint64_t align)
-{
-	void *p = NULL;
-	(void)ctx;
-	if (align < sizeof(void *))
-		align = sizeof(void *);
-	return posix_memalign(&p, (size_t)align, bytes ? (size_t)bytes : 1) ? NULL : p;
-}
-
-static void
-pool_free(void *ctx, void *p)
-{
-	(void)ctx;
-	free(p);
-}
 
 /* ---- files ---------------------------------------------------------------- */
 static int
@@ -130,7 +60,6 @@ main(int argc, char **argv)
 {
 	static ArgDesc ad[MAX_ARGS];
 	static void *base1[MAX_ARGS], *base2[MAX_ARGS], *a1[MAX_ARGS], *a2[MAX_ARGS];
-	KcsRuntime rt = {KCS_RUNTIME_VERSION, 0, NULL, pool_parallel_for, pool_alloc, pool_free, 3};
 	char magic[8], symbol[161];
 	uint32_t nargs, nin;
 	int32_t head[4];
@@ -171,9 +100,10 @@ main(int argc, char **argv)
 	if (!(fn = (KcsKernelFn)(uintptr_t)dlsym(dl, symbol)))
 		return fail("dlsym", dlerror());
 	head[0] = fn(NULL, a1, NULL);
-	head[1] = fn(&rt, a2, NULL);
-	head[2] = atomic_load(&regions);
-	head[3] = atomic_load(&tasks);
+	head[1] = fn(&t_pool, a2, NULL);
+	TPoolStats ps = t_pool_stats();
+	head[2] = (int32_t)ps.regions;
+	head[3] = (int32_t)ps.tasks;
 
 	if (!(f = fopen(argv[3], "wb")))
 		return fail("cannot create", argv[3]);

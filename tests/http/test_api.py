@@ -33,34 +33,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kcsd_harness import Kcsd  # noqa: E402
+from tap import T  # noqa: E402
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, name, detail=""):
-        self.n += 1
-        if cond:
-            print("ok %d - %s" % (self.n, name))
-        else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            if detail:
-                for line in str(detail).splitlines()[:20]:
-                    print("#   " + line[:300])
-        sys.stdout.flush()
-        return bool(cond)
-
-    def done(self):
-        print("%d passed, %d failed" % (self.n - self.failed, self.failed))
-        return 1 if self.failed else 0
-
-
-T = Tap()
 
 
 def request(d, method, path, body=None, ctype="application/json", timeout=120):

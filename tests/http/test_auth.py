@@ -47,28 +47,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 from kcsd_harness import Kcsd  # noqa: E402
+from tap import T  # noqa: E402
 import kcs_client as kc  # noqa: E402
 
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: E402
     Ed25519PrivateKey, Ed25519PublicKey)
 
-_n = 0
-_fail = 0
-
-
-def ok(cond, name, detail=""):
-    global _n, _fail
-    _n += 1
-    if cond:
-        print("ok %d - %s" % (_n, name))
-    else:
-        _fail += 1
-        print("not ok %d - %s" % (_n, name))
-        for line in str(detail).splitlines()[:20]:
-            print("#   " + line[:300])
-    sys.stdout.flush()
-    return bool(cond)
+ok = T.ok
 
 
 def graph(op="Add", shape=(4, 8), name=None):
@@ -644,8 +630,7 @@ def main():
         check_signatures(opt, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (_n - _fail, _fail))
-    return 1 if _fail else 0
+    return T.done()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 sys.path.insert(0, HERE)
 import kcs_client as kc  # noqa: E402
 import test_corpus as tc  # noqa: E402
+from tap import T  # noqa: E402
 
 # A small kernel that needs no corpus: y = Exp(x) * 2 + x, Cast to float16.
 SMALL = {
@@ -121,8 +122,6 @@ int32_t rt_probe(const KcsRuntime *rt, void *const *args, const int64_t *dims)
 }
 """
 
-_n = 0
-_fail = 0
 
 
 def runtime_probe(tmp):
@@ -168,17 +167,7 @@ def runtime_probe(tmp):
            "rc=%d hits=%s" % (rc, np.unique(hits)))
 
 
-def ok(cond, what, detail=""):
-    global _n, _fail
-    _n += 1
-    if cond:
-        print("ok %d - %s" % (_n, what))
-    else:
-        _fail += 1
-        print("not ok %d - %s" % (_n, what))
-        for line in str(detail).splitlines()[:20]:
-            print("#   " + line)
-    return cond
+ok = T.ok
 
 
 def kcs(opt, url, *args, env=None):
@@ -333,9 +322,7 @@ def main():
            % regions, "%s leaks=%d" % (errs[:2], leaks))
     import shutil
     shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % _n)
-    print("%d passed, %d failed" % (_n - _fail, _fail))
-    return 1 if _fail else 0
+    return T.done(plan=True)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,22 @@ the answer is ok:true. A refusal (4xx with a JSON error) is allowed only
 for Custom ops, Ascend-only layouts (FRACTAL_NZ) and the ops listed in
 JUSTIFIED below, each with its reason; anything else fails the test.
 
+With --fixture DIR (what ctest passes: the corpus fixture of
+tests/corpus.cmake) the work is not done again: kcsd's compile answers
+come from DIR (made by the kcsd under test, checked by build id and file
+digests), and each kernel runs in kcsd-runner, as POST /v1/verify runs it
+(same runner, 2 threads), on the fixture's seeded inputs (the same seed),
+compared by the same rule with the reference interpreter's outputs that
+tests/corpus_ref.c computed once for every corpus test. /v1/verify itself
+is tested by test_verify.py; without --fixture this test posts every file
+to it, as above.
+
 --write regenerates docs/conformance.md from the results (per file: ops,
 pass / refused / FAIL, the reason or the errors, the time). Skips cleanly
 (exit 77, "# SKIP") when the corpus is absent.
 
-usage: test_conformance.py --kcsd path/to/kcsd [--write] [--only SUBSTR]
-                           [--verify-timeout S] [--corpus DIR]
+usage: test_conformance.py --kcsd path/to/kcsd [--fixture DIR] [--write]
+                           [--only SUBSTR] [--verify-timeout S] [--corpus DIR]
 """
 
 import argparse
@@ -24,12 +34,20 @@ import glob
 import http.client
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from kcsd_harness import Kcsd  # noqa: E402
+import corpus_fixture  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python"))
+import kcs_client as kc  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpus", "akg")
@@ -143,6 +161,110 @@ def run_one(d, path, rel, timeout):
     return r
 
 
+NP_DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
+             "bfloat16": np.uint16, "int8": np.int8, "int16": np.int16, "int32": np.int32,
+             "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
+             "uint64": np.uint64, "bool": np.uint8}
+
+
+def as_f64(raw, dtype):
+    if dtype == "bfloat16":
+        return kc.from_bfloat16(raw).astype(np.float64)
+    return raw.astype(np.float64)
+
+
+def compare(dtype, got, want, ties, tol):
+    """POST /v1/verify's rule: floats within tol + tol |want| (NaN = NaN),
+    the rest bit for bit; elements on a near tie (ties) excused. Returns
+    (mismatches, max abs err over the compared elements)."""
+    keep = ties == 0
+    if dtype in ("float32", "float64", "float16", "bfloat16"):
+        g, w = as_f64(got, dtype), as_f64(want, dtype)
+        both_nan = np.isnan(g) & np.isnan(w)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(g - w)
+            same = both_nan | (g == w) | (diff <= tol + tol * np.abs(w))
+        err = np.where(both_nan | (g == w), 0.0, diff)[keep]
+        return int(np.count_nonzero(~same & keep)), float(np.nanmax(err)) if err.size else 0.0
+    bad = int(np.count_nonzero((got != want) & keep))
+    return bad, 0.0
+
+
+def run_fixture(fx, runner, corpus, path, rel, timeout):
+    """run_one's result from the fixture: kcsd's compile answer, the kernel
+    run in kcsd-runner on the fixture's inputs, compared with its outputs."""
+    with open(path, "rb") as f:
+        desc = json.loads(f.read())
+    ops = ops_of(desc)
+    t0 = time.monotonic()
+    ans, meta, _ = fx.compiled(rel)
+    r = {"file": rel, "ops": ops, "status": ans["status"]}
+    ref = fx.reference(rel)
+    if ans["status"] == 200 and "error" in ref:
+        # the interpreter refuses it: /v1/verify answers that as an error
+        ans = {"status": 413 if ref["error"]["code"] == "too_large" else 500,
+               "error": {"error": ref["error"]}}
+    if ans["status"] != 200:
+        e = (ans.get("error") or {}).get("error")
+        if isinstance(e, dict) and 400 <= ans["status"] < 500:
+            r["result"] = "refused"
+            r["code"] = e.get("code")
+            r["why"] = "%d %s: %s%s" % (ans["status"], e.get("code"), e.get("message"),
+                                         (" at " + e["where"]) if e.get("where") else "")
+            r["allowed"] = allowed_refusal(desc, ops)
+            if not r["allowed"]:
+                r["result"] = "FAIL"
+        else:
+            r["result"] = "FAIL"
+            r["why"] = "HTTP %s: %s" % (ans["status"], json.dumps(ans.get("error"))[:300])
+        r["s"] = time.monotonic() - t0
+        return r
+    with tempfile.TemporaryDirectory(prefix="kcs-conf-") as tmp:
+        out = os.path.join(tmp, "out")
+        try:
+            p = subprocess.run([runner, "--so", os.path.join(fx.out, ans["object"]),
+                                "--symbol", meta["symbol"], "--in", ref["in"], "--out", out,
+                                "--threads", "2", "--cpu-s", str(3 * timeout + 1)],
+                               capture_output=True, timeout=timeout)
+            rc, err = p.returncode, p.stderr.decode("utf-8", "replace")
+        except subprocess.TimeoutExpired:
+            rc, err = None, "timeout after %d s" % timeout
+        outs = [a for a in ref["args"] if a["is_output"]]
+        if rc != 0:
+            r["result"] = "FAIL"
+            r["why"] = "failure %s: %s" % ("timeout" if rc is None else
+                                           "crashed" if rc < 0 else "exit %d" % rc, err[:300])
+            r["s"] = time.monotonic() - t0
+            return r
+        got_all = np.fromfile(out, np.uint8)
+    want_all = np.memmap(ref["ref"], np.uint8, "r")
+    tie_at = sum(a["bytes"] for a in outs)
+    off = tie_off = 0
+    bad, maxa, errs = 0, 0.0, []
+    for a in outs:
+        dt = NP_DTYPES[a["dtype"]]
+        n = a["bytes"] // np.dtype(dt).itemsize
+        got = got_all[off:off + a["bytes"]].view(dt)
+        want = np.asarray(want_all[off:off + a["bytes"]]).view(dt)
+        ties = np.asarray(want_all[tie_at + tie_off:tie_at + tie_off + n])
+        nb, ea = compare(a["dtype"], got, want, ties, a["tolerance"])
+        if nb:
+            errs.append({"index": a["index"], "tensor_name": a["tensor_name"], "mismatches": nb})
+        bad += nb
+        maxa = max(maxa, ea)
+        off += a["bytes"]
+        tie_off += n
+    del want_all
+    r["s"] = time.monotonic() - t0
+    if bad:
+        r["result"] = "FAIL"
+        r["why"] = "failure mismatch: %s" % json.dumps(errs)[:300]
+    else:
+        r["result"] = "pass"
+        r["why"] = "max abs err %.3g" % maxa
+    return r
+
+
 def md_escape(s):
     return s.replace("|", "\\|").replace("\n", " ")
 
@@ -203,6 +325,9 @@ def main():
     ap.add_argument("--corpus", default=CORPUS)
     ap.add_argument("--only", default=None)
     ap.add_argument("--write", action="store_true", help="regenerate docs/conformance.md")
+    ap.add_argument("--fixture", default=None,
+                    help="the corpus fixture (tests/corpus.cmake) to take compiles and "
+                         "reference outputs from, instead of POST /v1/verify")
     ap.add_argument("--verify-timeout", type=int, default=600,
                     help="kcsd --verify-timeout-s (the large MatMul files need minutes)")
     ap.add_argument("--verify-max-mib", type=int, default=2048,
@@ -219,12 +344,24 @@ def main():
     t0 = time.monotonic()
     args = ["--verify-timeout-s", str(opt.verify_timeout),
             "--verify-max-bytes", str(opt.verify_max_mib << 20)]
+    fx = corpus_fixture.load(opt.fixture) if opt.fixture else None
+    if opt.fixture and fx is None:
+        print("not ok 1 - the corpus fixture %s was not made (corpus_compile failed?)"
+              % opt.fixture)
+        return 1
     d = Kcsd(opt.kcsd, extra_args=args)
     d.start()
     try:
+        if fx is not None:
+            _, version = corpus_fixture.http_json(d.port, "GET", "/v1/version")
+            fx.check(opt.corpus, version)
+        runner = os.path.join(os.path.dirname(os.path.abspath(opt.kcsd)), "kcsd-runner")
         for path in files:
             rel = os.path.relpath(path, opt.corpus)
-            r = run_one(d, path, rel, opt.verify_timeout)
+            if fx is not None:
+                r = run_fixture(fx, runner, opt.corpus, path, rel, opt.verify_timeout)
+            else:
+                r = run_one(d, path, rel, opt.verify_timeout)
             if d.proc is not None and d.proc.poll() is not None:
                 # the daemon died on this file: a bug in itself; record
                 # it and go on with a fresh daemon

@@ -16,7 +16,16 @@ kcsd must answer them (kernel or 4xx) without dying or a 5xx. Output: one
 TAP line per file, the skipped files with the reason and kcsd's answer, and
 a final "N passed, M failed" line; exit 1 on any failure.
 
+With --fixture DIR (what ctest passes: the corpus fixture of
+tests/corpus.cmake, made by the kcsd under test) nothing is compiled
+again: the objects and compile answers are the fixture's, kcsd starts on
+a copy of the fixture's state dir, and the POST after the run must be a
+hit with the same kernel_id and object (the fixture's kcsd compiled it, so
+this is already a hit after a restart), as must the one after restarting.
+Files outside the slice are checked on the fixture's answers.
+
 Usage: test_corpus.py --kcsd BUILD/server/kcsd [--corpus DIR] [--only SUBSTR]
+                      [--fixture DIR]
 """
 
 import argparse
@@ -42,6 +51,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 sys.path.insert(0, HERE)
 import kcs_client as kc  # noqa: E402
+import corpus_fixture  # noqa: E402
 
 SLICE_OPS = set("""Add TensorAdd Sub Mul RealDiv Div Maximum Minimum Pow Neg
 Abs Exp Log Sqrt Rsqrt Reciprocal Tanh Erf Square Floor Round Sign Greater
@@ -907,6 +917,8 @@ def main():
     ap.add_argument("--only", default=None,
                     help="run only files whose name contains this")
     ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--fixture", default=None,
+                    help="the corpus fixture (tests/corpus.cmake) to take compiles from")
     opt = ap.parse_args()
 
     if not os.path.isdir(opt.corpus):
@@ -938,20 +950,38 @@ def main():
     answers, extra_fail = {}, []
     ids = {}
     state = tempfile.mkdtemp(prefix="kcsd-corpus-state-")
+    fx = None
+    if opt.fixture:
+        fx = corpus_fixture.load(opt.fixture)
+        if fx is None:
+            print("not ok 1 - the corpus fixture %s was not made" % opt.fixture)
+            return 1
+        state = fx.state_copy(os.path.join(state, "state"))
     daemon = Daemon(opt.kcsd, state)
     try:
         daemon.start()
         print("# kcsd at %s" % daemon.url)
+        if fx is not None:
+            fx.check(opt.corpus, daemon.client.version())
         for n, (rel, text, desc) in enumerate(files):
             r = results[rel]
-            meta = daemon.post(text, r, "compile")
-            if meta is None:
-                continue
-            obj = base64.b64decode(meta.pop("object_base64"))
+            if fx is not None:
+                ans, meta, obj = fx.compiled(rel)
+                if meta is None:
+                    r["errors"].append("compile: HTTP %s %s" % (ans["status"],
+                                                              json.dumps(ans.get("error"))[:300]))
+                    continue
+                meta["_ms"] = ans["ms"]
+            else:
+                meta = daemon.post(text, r, "compile")
+                if meta is None:
+                    continue
+                obj = base64.b64decode(meta.pop("object_base64"))
             ids[rel] = meta["kernel_id"]
-            r["notes"].append("%s %.0f ms (server %s ms)"
+            r["notes"].append("%s %.0f ms (server %s ms)%s"
                               % (meta.get("cache"), meta.pop("_ms"),
-                                 meta.get("compile_ms")))
+                                 meta.get("compile_ms"),
+                                 " in the corpus fixture" if fx is not None else ""))
             for key, val in (("abi", "kcs-cpu-v1"),
                              ("format", "elf-shared-object")):
                 if meta.get(key) != val:
@@ -978,6 +1008,23 @@ def main():
             if text is None:
                 continue
             r = {"errors": [], "notes": []}
+            if fx is not None:
+                ans, meta, _ = fx.compiled(rel)
+                e = (ans.get("error") or {}).get("error")
+                if meta is None:
+                    if 400 <= ans["status"] < 500 and isinstance(e, dict) and \
+                            not ans.get("kcsd_died"):
+                        answers[rel] = "kcsd: %d %s%s: %s" % (
+                            ans["status"], e.get("code"),
+                            " at " + e["where"] if e.get("where") else "", e.get("message"))
+                    else:
+                        answers[rel] = None
+                        extra_fail.append((rel, ["out-of-slice POST: HTTP %s%s %s" % (
+                            ans["status"], " (kcsd died)" if ans.get("kcsd_died") else "",
+                            json.dumps(ans.get("error"))[:300])]))
+                    continue
+                answers[rel] = "kcsd compiles it (%s)" % meta.get("cache")
+                continue
             meta = daemon.post(text, r, "out-of-slice POST")
             if meta is not None:
                 answers[rel] = "kcsd compiles it (%s)" % meta.get("cache")

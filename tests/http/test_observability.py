@@ -34,7 +34,8 @@ import http.client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kcsd_harness import Kcsd  # noqa: E402
-from test_api import T, compile_, elementwise, jrequest, request, tensor  # noqa: E402
+from tap import T  # noqa: E402
+from test_api import compile_, elementwise, jrequest, request, tensor  # noqa: E402
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})? (-?[0-9.e+-]+|\+Inf|NaN)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')

@@ -28,7 +28,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kcsd_harness import Kcsd  # noqa: E402
-from test_api import T, compile_, elementwise, err_code, jrequest, request  # noqa: E402
+from tap import T  # noqa: E402
+from test_api import compile_, elementwise, err_code, jrequest, request  # noqa: E402
 
 
 def rss_kb(pid):

@@ -45,30 +45,12 @@ import tempfile
 import threading
 import time
 
-
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, name, detail=""):
-        self.n += 1
-        if cond:
-            print("ok %d - %s" % (self.n, name))
-        else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            for line in str(detail).splitlines()[-25:]:
-                print("#   " + line[:300])
-        sys.stdout.flush()
-        return bool(cond)
-
-    def done(self):
-        print("%d passed, %d failed" % (self.n - self.failed, self.failed))
-        return 1 if self.failed else 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
 
 
-T = Tap()
+# the detail of a failure is a log: its end says most
+T = Tap(lines=25, tail=True)
 
 
 # ---- the daemon ---------------------------------------------------------------

@@ -30,24 +30,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 from kcsd_harness import Kcsd  # noqa: E402
+from tap import T  # noqa: E402
 import kcs_client as kc  # noqa: E402
 
-_n = 0
-_fail = 0
-
-
-def ok(cond, name, detail=""):
-    global _n, _fail
-    _n += 1
-    if cond:
-        print("ok %d - %s" % (_n, name))
-    else:
-        _fail += 1
-        print("not ok %d - %s" % (_n, name))
-        for line in str(detail).splitlines()[:20]:
-            print("#   " + line[:300])
-    sys.stdout.flush()
-    return bool(cond)
+ok = T.ok
 
 
 def graph():
@@ -231,8 +217,7 @@ def main():
            "a key that does not match the certificate -> exit 1 naming the files", p.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (_n - _fail, _fail))
-    return 1 if _fail else 0
+    return T.done()
 
 
 if __name__ == "__main__":

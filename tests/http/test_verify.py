@@ -27,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from kcsd_harness import Kcsd  # noqa: E402
+from tap import T  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 CORPUS = os.path.join(os.path.dirname(REPO), "shared", "corpus", "akg")
@@ -51,33 +52,6 @@ CORPUS_OPS_FILES = [
 ]
 
 
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, name, detail=""):
-        self.n += 1
-        if cond:
-            print("ok %d - %s" % (self.n, name))
-        else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name))
-            for line in str(detail).splitlines()[:20]:
-                print("#   " + line[:300])
-        sys.stdout.flush()
-        return bool(cond)
-
-    def skip(self, name, why):
-        self.n += 1
-        print("ok %d - %s # SKIP %s" % (self.n, name, why))
-
-    def done(self):
-        print("%d passed, %d failed" % (self.n - self.failed, self.failed))
-        return 1 if self.failed else 0
-
-
-T = Tap()
 
 
 def post(d, path, body, timeout=120):

@@ -45,6 +45,7 @@
 #include "compiler.h"
 #include "t.h"
 #include "telem.h"
+#include "tkernel.h"
 
 /* Float results may differ from the x86-64 kernel by at most this many
  * ulps (see the comment at ulp_diff). */
@@ -58,7 +59,6 @@
  * dev host (the corpus' Fused_Gelu). */
 #define BIG_ELEMENTS (1 << 20)
 
-typedef int32_t (*KernelFn)(const void *rt, void *const *args, const int64_t *dims);
 /* Exact C reference: fills the outputs args[nin..] from the inputs. */
 typedef void (*RefFn)(void *const *args);
 
@@ -321,7 +321,7 @@ run_a64(const KcArtifact *art, int nargs, int nin, const KcArgInfo *ai, void *co
 typedef struct Built {
 	KcArtifact art;
 	void *dl;
-	KernelFn fn;
+	KcsKernelFn fn;
 } Built;
 
 static bool
@@ -342,13 +342,10 @@ build(CompileCtx *c, const KcGraph *g, const KcTarget *t, Built *b, bool load, c
 	OKF(st == KC_OK, "%s: compiles for %s", label, tname);
 	if (st != KC_OK || !load)
 		return st == KC_OK;
-	char path[300];
-	snprintf(path, sizeof path, "%s/host.so", workdir);
-	if (write_all(path, b->art.object, b->art.object_len))
-		b->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	unlink(path);
-	b->fn = b->dl ? (KernelFn)(uintptr_t)dlsym(b->dl, b->art.symbol) : NULL;
-	OKF(b->fn != NULL, "%s: host dlopen/dlsym", label);
+	char why[300] = "";
+	b->fn =
+	    t_kernel_load(b->art.object, b->art.object_len, b->art.symbol, &b->dl, why, sizeof why);
+	OKF(b->fn != NULL, "%s: host %s", label, why);
 	return b->fn != NULL;
 }
 

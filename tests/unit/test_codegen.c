@@ -1,6 +1,6 @@
 /* test_codegen.c - the backend end to end: composite JSON -> kc_parse ->
  * kc_compile -> dlopen -> call (serially with rt == NULL and through a
- * 3-thread pthread KcsRuntime) -> compare with scalar C references.
+ * 3-thread KcsRuntime, tests/tkernel.h) -> compare with scalar C references.
  *
  * Also: vector instructions in the IR/asm, schedule validation, a
  * non-default schedule, aarch64 objects, math accuracy sweeps.
@@ -9,7 +9,6 @@
 #include <elf.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,83 +16,7 @@
 
 #include "compiler.h"
 #include "t.h"
-
-/* ---- the kcs-cpu-v1 ABI, as a runtime sees it -------------------------- */
-typedef int32_t (*KcsTaskFn)(void *closure, int64_t task, int64_t ntasks);
-typedef struct KcsRuntime {
-	uint32_t version;
-	uint32_t reserved;
-	void *ctx;
-	int32_t (*parallel_for)(void *ctx, KcsTaskFn fn, void *closure, int64_t ntasks);
-	void *(*alloc)(void *ctx, uint64_t bytes, uint64_t align);
-	void (*free)(void *ctx, void *p);
-	int64_t num_threads;
-} KcsRuntime;
-typedef int32_t (*KernelFn)(const KcsRuntime *rt, void *const *args, const int64_t *dims);
-
-typedef struct Job {
-	KcsTaskFn fn;
-	void *closure;
-	int64_t n;
-	atomic_llong next;
-	atomic_int result;
-} Job;
-
-static atomic_int pfor_calls; /* parallel regions opened with n > 1 */
-
-static void *
-worker(void *p)
-{
-	Job *j = p;
-	for (;;) {
-		long long t = atomic_fetch_add(&j->next, 1);
-		if (t >= j->n)
-			return NULL;
-		int32_t r = j->fn(j->closure, t, j->n);
-		int zero = 0;
-		if (r)
-			atomic_compare_exchange_strong(&j->result, &zero, r);
-	}
-}
-
-static int32_t
-pool_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t n)
-{
-	pthread_t th[3];
-	int nth = n < 3 ? (int)n : 3;
-	Job j = {fn, closure, n, 0, 0};
-	(void)ctx;
-	if (n > 1)
-		atomic_fetch_add(&pfor_calls, 1);
-	for (int i = 0; i < nth - 1; i++)
-		pthread_create(&th[i], NULL, worker, &j);
-	worker(&j);
-	for (int i = 0; i < nth - 1; i++)
-		pthread_join(th[i], NULL);
-	return atomic_load(&j.result);
-}
-
-static atomic_int ws_allocs, ws_live; /* workspace blocks: allocated, not yet freed */
-
-static void *
-pool_alloc(void *ctx, uint64_t bytes, uint64_t align)
-{
-	(void)ctx;
-	atomic_fetch_add(&ws_allocs, 1);
-	atomic_fetch_add(&ws_live, 1);
-	return aligned_alloc(align, (bytes + align - 1) / align * align);
-}
-
-static void
-pool_free(void *ctx, void *p)
-{
-	(void)ctx;
-	if (p)
-		atomic_fetch_sub(&ws_live, 1);
-	free(p);
-}
-
-static const KcsRuntime pool = {1, 0, NULL, pool_parallel_for, pool_alloc, pool_free, 3};
+#include "tkernel.h"
 
 /* ---- composite JSON builder ------------------------------------------------ */
 typedef struct G {
@@ -196,7 +119,7 @@ g_json(const G *g, const char *name)
 /* ---- compile and load ------------------------------------------------------ */
 typedef struct K {
 	void *dl;
-	KernelFn fn;
+	KcsKernelFn fn;
 	KcArtifact art;
 	KcBuf dump;
 	KcStatus st;
@@ -245,16 +168,11 @@ build(K *k, const G *g, const char *name, const KcTarget *t, const char *knobs, 
 	}
 	ok = true;
 	if (dlopen_it) {
-		char path[] = "/tmp/test_codegen_XXXXXX.so";
-		int fd = mkstemps(path, 3);
-		ok = fd >= 0 &&
-		     write(fd, k->art.object, k->art.object_len) == (ssize_t)k->art.object_len;
-		close(fd);
-		k->dl = ok ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-		unlink(path);
-		if (!k->dl)
-			printf("# dlopen: %s\n", dlerror());
-		k->fn = k->dl ? (KernelFn)(uintptr_t)dlsym(k->dl, k->art.symbol) : NULL;
+		char why[300];
+		k->fn = t_kernel_load(k->art.object, k->art.object_len, k->art.symbol, &k->dl, why,
+		                      sizeof why);
+		if (!k->fn)
+			printf("# %s\n", why);
 		ok = k->fn != NULL;
 	}
 done:
@@ -281,7 +199,7 @@ run2(K *k, void **args, int nin, void **outs2, const size_t *out_bytes, int nout
 	for (int i = 0; i < nout; i++)
 		a2[nin + i] = outs2[i];
 	int r1 = k->fn(NULL, args, NULL);
-	int r2 = k->fn(&pool, a2, NULL);
+	int r2 = k->fn(&t_pool, a2, NULL);
 	bool same = true;
 	for (int i = 0; i < nout; i++)
 		same = same && memcmp(args[nin + i], outs2[i], out_bytes[i]) == 0;
@@ -328,10 +246,10 @@ chain_sizes(void)
 		float *o1 = calloc((size_t)n, 4), *o2 = calloc((size_t)n, 4);
 		void *args[] = {a, b, o1};
 		size_t ob = (size_t)n * 4;
-		int before = atomic_load(&pfor_calls);
+		long long before = t_pool_stats().regions;
 		OKF(run2(&k, args, 2, (void **)&o2, &ob, 1), "n=%d", n);
 		if (n == 100003)
-			OKF(atomic_load(&pfor_calls) > before, "100003 elements ran in parallel");
+			OKF(t_pool_stats().regions > before, "100003 elements ran in parallel");
 		int bad = 0;
 		for (int i = 0; i < n; i++) {
 			float t = a[i] * b[i] + 0.5f;
@@ -555,9 +473,9 @@ short_outer(void)
 	float *o1 = malloc(sizeof(float) * R * N), *o2 = malloc(sizeof(float) * R * N);
 	void *args[] = {s, x, o1};
 	size_t ob = sizeof(float) * R * N;
-	int before = atomic_load(&pfor_calls);
+	long long before = t_pool_stats().regions;
 	OK(run2(&k, args, 2, (void **)&o2, &ob, 1));
-	OK(atomic_load(&pfor_calls) > before);
+	OK(t_pool_stats().regions > before);
 	int bad = 0;
 	for (int r = 0; r < R; r++)
 		for (int i = 0; i < N; i++)
@@ -869,7 +787,7 @@ sweep1(const char *op, double (*ref)(double), double lo, double hi, bool logspac
 		xd[i] = x;
 	}
 	void *args[] = {f64 ? (void *)xd : (void *)xf, f64 ? (void *)yd : (void *)yf};
-	OK(k.fn(&pool, args, NULL) == 0);
+	OK(k.fn(&t_pool, args, NULL) == 0);
 	for (int i = 0; i < N; i++) {
 		double x = f64 ? xd[i] : (double)xf[i];
 		double r = ref(x), got = f64 ? yd[i] : (double)yf[i];
@@ -952,7 +870,7 @@ edges1(const char *op, double (*ref)(double), bool f64)
 	for (int i = 0; i < N; i++)
 		xf[i] = (float)xs[i], xd[i] = xs[i];
 	void *args[] = {f64 ? (void *)xd : (void *)xf, f64 ? (void *)yd : (void *)yf};
-	OK(k.fn(&pool, args, NULL) == 0);
+	OK(k.fn(&t_pool, args, NULL) == 0);
 	int bad = 0;
 	for (int i = 0; i < N; i++) {
 		double x = f64 ? xd[i] : (double)xf[i];
@@ -1011,7 +929,7 @@ pow_cases(void)
 	for (int i = 100; i < 200; i++)
 		x[i] = -x[i], y[i] = (float)(i % 9 - 4);
 	void *args[] = {x, y, p};
-	OK(k.fn(&pool, args, NULL) == 0);
+	OK(k.fn(&t_pool, args, NULL) == 0);
 	double worst = 0;
 	int special = 0;
 	for (int i = 0; i < N; i++) {
@@ -1097,7 +1015,7 @@ math_outlined(void)
 	for (int i = 0; i < N; i += 7)
 		y[i] = (float)(i % 3 + 1); /* integer exponents of negative bases */
 	void *args[] = {x, y, o};
-	OK(k.fn(&pool, args, NULL) == 0);
+	OK(k.fn(&t_pool, args, NULL) == 0);
 	int bad = 0;
 	for (int i = 0; i < N; i++) {
 		double v = x[i];
@@ -1133,7 +1051,7 @@ math_outlined(void)
 		void *a3[] = {dbl ? (void *)xd : (void *)xf, dbl ? (void *)od[0] : (void *)of[0],
 		              dbl ? (void *)od[1] : (void *)of[1],
 		              dbl ? (void *)od[2] : (void *)of[2]};
-		OK(k.fn(&pool, a3, NULL) == 0);
+		OK(k.fn(&t_pool, a3, NULL) == 0);
 		for (int i = 0; i < 1001; i++) {
 			double ref[3] = {exp(xd[i]), log(xd[i]), erf(xd[i])};
 			for (int f = 0; f < 3; f++) {
@@ -1333,7 +1251,7 @@ schedules(void)
 	if (k1k.fn && k2k.fn) {
 		float *a = frand(5003, -4, 4, 13), *o1 = calloc(5003, 4), *o2 = calloc(5003, 4);
 		void *a1[] = {a, o1}, *a2[] = {a, o2};
-		OK(k1k.fn(NULL, a1, NULL) == 0 && k2k.fn(&pool, a2, NULL) == 0);
+		OK(k1k.fn(NULL, a1, NULL) == 0 && k2k.fn(&t_pool, a2, NULL) == 0);
 		int diff = 0;
 		for (int i = 0; i < 5003; i++)
 			diff += fabsf(o1[i] - o2[i]) > 1e-6f * fabsf(o1[i]);
@@ -1637,7 +1555,7 @@ cast_matrix_on(const KcTarget *t, bool run)
 		for (int b = 0; b < NDT; b++)
 			if (a != b)
 				args[na++] = calloc(LANES, 8);
-	OK(k.fn(&pool, args, NULL) == 0);
+	OK(k.fn(&t_pool, args, NULL) == 0);
 	int bad = 0, o = NDT;
 	for (int a = 0; a < NDT; a++)
 		for (int b = 0; b < NDT; b++) {
@@ -1738,7 +1656,7 @@ all_ops_on(const KcTarget *t, bool run)
 		for (int i = 0; i < 8; i++)
 			for (int e = 0; e < 67 * 8; e++)
 				((unsigned char *)args[i])[e] = (unsigned char)(e * 37 + i);
-		OK(k.fn(&pool, args, NULL) == 0);
+		OK(k.fn(&t_pool, args, NULL) == 0);
 		for (int i = 0; i < nargs && i < 128; i++)
 			free(args[i]);
 	}
@@ -2077,15 +1995,15 @@ softmax(void)
 		float *x = frand(n, -5, 5, 11), *o1 = calloc(n, 4), *o2 = calloc(n, 4);
 		void *args[] = {x, o1};
 		size_t ob = n * 4;
-		int a0 = atomic_load(&ws_allocs);
+		long long a0 = t_pool_stats().allocs;
 		OKF(run2(&k, args, 1, (void **)&o2, &ob, 1), "softmax %s", sh);
 		/* >= 64 rows: fused rows, the row max, exp row and sum are
 		 * locals; else workspaces (exp(x - max) is one of them: it is
 		 * stored once, not computed by both the sum and the division) */
 		int want_ws = R >= 64 ? 0 : 3;
-		OKF(atomic_load(&ws_allocs) - a0 == want_ws && atomic_load(&ws_live) == 0,
-		    "softmax %s: %d workspaces from rt->alloc, all freed (%d, %d live)", sh,
-		    want_ws, atomic_load(&ws_allocs) - a0, atomic_load(&ws_live));
+		OKF(t_pool_stats().allocs - a0 == want_ws && t_pool_stats().live == 0,
+		    "softmax %s: %d workspaces from rt->alloc, all freed (%lld, %lld live)", sh,
+		    want_ws, t_pool_stats().allocs - a0, t_pool_stats().live);
 		int bad = 0;
 		for (int r = 0; r < R; r++) {
 			double mx = -INFINITY, sum = 0;
@@ -2169,7 +2087,7 @@ layernorm(void)
 		void *o2[] = {y2, m2};
 		size_t ob[] = {n * 4, (size_t)R * 4};
 		OKF(run2(&k, args, 3, o2, ob, 2), "layernorm %s", sh);
-		OK(atomic_load(&ws_live) == 0);
+		OK(t_pool_stats().live == 0);
 		int bad = 0;
 		for (int r = 0; r < R; r++) {
 			double mean = 0, var = 0;
@@ -2243,8 +2161,8 @@ check_interp(const G *g, const char *label, const char *knobs, const char *const
 		memcpy(ka[i], ra[i], (size_t)ne[i] * 4);
 		memcpy(kb[i], ra[i], (size_t)ne[i] * 4);
 	}
-	OKF(k.fn(NULL, ka, NULL) == 0 && k.fn(&pool, kb, NULL) == 0, "%s: runs", label);
-	OK(atomic_load(&ws_live) == 0);
+	OKF(k.fn(NULL, ka, NULL) == 0 && k.fn(&t_pool, kb, NULL) == 0, "%s: runs", label);
+	OK(t_pool_stats().live == 0);
 	KcStatus ist = kc_interp(c, gr, ra, 0, &err);
 	OKF(ist == KC_OK, "%s: interpreter", label);
 	if (ist != KC_OK)
@@ -2617,7 +2535,7 @@ transpose_tiles(void)
 			for (int i = 0; i < 96 * 80; i++)
 				x[i] = (float)(i % 1000) * 0.37f - 100.0f;
 			void *args[] = {x, y};
-			OK(k.fn(&pool, args, NULL) == 0);
+			OK(k.fn(&t_pool, args, NULL) == 0);
 			int bad = 0;
 			for (int r = 0; r < 96; r++)
 				for (int c = 0; c < 80; c++)
@@ -2702,7 +2620,7 @@ transpose_tiles(void)
 				memset(buf, 0xff, (n + 32) * 4);
 				memset(buf2, 0xff, (n + 32) * 4);
 				void *a1[] = {xin, y}, *a2[] = {xin, y2};
-				OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&pool, a2, NULL) == 0,
+				OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&t_pool, a2, NULL) == 0,
 				    "%s offset %d: runs", lbl, off);
 				bad += memcmp(y, ref, n * 4) != 0 || memcmp(y2, ref, n * 4) != 0;
 				bad += buf[off + (int64_t)n] == buf[off + (int64_t)n] ||
@@ -2809,8 +2727,8 @@ streaming_stores(void)
 		memset(buf, 0xff, (size_t)(N + 32) * 4);
 		memset(buf2, 0xff, (size_t)(N + 32) * 4);
 		void *a1[] = {x, y}, *a2[] = {x, y2};
-		OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&pool, a2, NULL) == 0, "stream offset %d: runs",
-		    off);
+		OKF(k.fn(NULL, a1, NULL) == 0 && k.fn(&t_pool, a2, NULL) == 0,
+		    "stream offset %d: runs", off);
 		for (int i = 0; i < N; i++)
 			bad += y[i] != x[i] * 0.5f || y2[i] != x[i] * 0.5f;
 		/* the guards stay NaN (0xff bytes) */
@@ -2930,7 +2848,7 @@ assign_in_place(void)
 			float *m = calloc((size_t)n, 4), *q = calloc((size_t)n, 4);
 			memcpy(p, p0, 4 * (size_t)n);
 			void *args[] = {a, b, p, o, m, q};
-			OK(k.fn(run ? &pool : NULL, args, NULL) == 0);
+			OK(k.fn(run ? &t_pool : NULL, args, NULL) == 0);
 			int bad = 0;
 			for (int i = 0; i < n; i++) {
 				float s = a[i] + b[i];
@@ -3332,7 +3250,7 @@ gemm_half(void)
 			for (int i = 0; i < KK * N; i++)
 				b[i] = bf ? f2bf(fb[i]) : f2h(fb[i]);
 			void *args[] = {a, b, c};
-			OK(k.fn(&pool, args, NULL) == 0);
+			OK(k.fn(&t_pool, args, NULL) == 0);
 			int bad = 0;
 			for (int m = 0; m < M; m++)
 				for (int n = 0; n < N; n++) {

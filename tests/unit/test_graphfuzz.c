@@ -40,9 +40,7 @@
  */
 #include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,73 +49,7 @@
 
 #include "compiler.h"
 #include "t.h"
-
-/* ---- the kcs-cpu-v1 ABI with a 3-thread runtime (as test_codegen) ------ */
-typedef int32_t (*KcsTaskFn)(void *closure, int64_t task, int64_t ntasks);
-typedef struct KcsRuntime {
-	uint32_t version;
-	uint32_t reserved;
-	void *ctx;
-	int32_t (*parallel_for)(void *ctx, KcsTaskFn fn, void *closure, int64_t ntasks);
-	void *(*alloc)(void *ctx, uint64_t bytes, uint64_t align);
-	void (*free)(void *ctx, void *p);
-	int64_t num_threads;
-} KcsRuntime;
-typedef int32_t (*KernelFn)(const KcsRuntime *rt, void *const *args, const int64_t *dims);
-
-typedef struct Job {
-	KcsTaskFn fn;
-	void *closure;
-	int64_t n;
-	atomic_llong next;
-	atomic_int result;
-} Job;
-
-static void *
-worker(void *p)
-{
-	Job *j = p;
-	for (;;) {
-		long long t = atomic_fetch_add(&j->next, 1);
-		if (t >= j->n)
-			return NULL;
-		int32_t r = j->fn(j->closure, t, j->n);
-		int zero = 0;
-		if (r)
-			atomic_compare_exchange_strong(&j->result, &zero, r);
-	}
-}
-
-static int32_t
-pool_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t n)
-{
-	pthread_t th[2];
-	int nth = n < 3 ? (int)n : 3;
-	Job j = {fn, closure, n, 0, 0};
-	(void)ctx;
-	for (int i = 0; i < nth - 1; i++)
-		pthread_create(&th[i], NULL, worker, &j);
-	worker(&j);
-	for (int i = 0; i < nth - 1; i++)
-		pthread_join(th[i], NULL);
-	return atomic_load(&j.result);
-}
-
-static void *
-pool_alloc(void *ctx, uint64_t bytes, uint64_t align)
-{
-	(void)ctx;
-	return aligned_alloc(align, (bytes + align - 1) / align * align);
-}
-
-static void
-pool_free(void *ctx, void *p)
-{
-	(void)ctx;
-	free(p);
-}
-
-static const KcsRuntime pool = {1, 0, NULL, pool_parallel_for, pool_alloc, pool_free, 3};
+#include "tkernel.h"
 
 /* ---- random numbers ------------------------------------------------------ */
 static uint64_t rng;
@@ -1178,22 +1110,9 @@ check(const char *json, size_t len, uint64_t seed, char *msg, size_t cap)
 		snprintf(msg, cap, "kc_compile failed: %s at %s", err.msg, err.where);
 		goto done;
 	}
-	char path[] = "/tmp/test_graphfuzz_XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	if (fd < 0 || write(fd, art.object, art.object_len) != (ssize_t)art.object_len) {
-		snprintf(msg, cap, "cannot write the object");
-		if (fd >= 0)
-			close(fd);
+	KcsKernelFn fn = t_kernel_load(art.object, art.object_len, art.symbol, &dl, msg, cap);
+	if (!fn)
 		goto done;
-	}
-	close(fd);
-	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	unlink(path);
-	KernelFn fn = dl ? (KernelFn)(uintptr_t)dlsym(dl, art.symbol) : NULL;
-	if (!fn) {
-		snprintf(msg, cap, "dlopen/dlsym: %s", dlerror());
-		goto done;
-	}
 	n = kc_graph_nargs(g);
 	if (n > 32) {
 		snprintf(msg, cap, "too many args");
@@ -1224,7 +1143,7 @@ check(const char *json, size_t len, uint64_t seed, char *msg, size_t cap)
 		memcpy(kb[i], in0[i], bytes);
 		memcpy(ra[i], in0[i], bytes);
 	}
-	int32_t k1 = fn(NULL, ka, NULL), k2 = fn(&pool, kb, NULL);
+	int32_t k1 = fn(NULL, ka, NULL), k2 = fn(&t_pool, kb, NULL);
 	KcStatus ist = kc_interp_ties(c, g, ra, (size_t)1 << 28, tie, &err);
 	if (k1 || k2 || ist != KC_OK) {
 		snprintf(msg, cap, "kernel rc %d (serial) %d (3 threads), interp %d %s", k1, k2,

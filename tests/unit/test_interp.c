@@ -22,8 +22,8 @@
 #include "compiler.h"
 #include "t.h"
 #include "telem.h"
-
-typedef int32_t (*KernelFn)(const void *rt, void *const *args, const int64_t *dims);
+#include "tjson.h"
+#include "tkernel.h"
 
 /* ---- building one-op graphs ------------------------------------------------ */
 
@@ -815,6 +815,29 @@ ties(void)
 static KcTarget host;
 static int n_diff, n_diff_ok;
 
+/* Argument i of a kernel run (got) against the interpreter's (want):
+ * floats within tol + tol |want|, the rest exactly; elements with tie[e]
+ * set (tie may be NULL) are excused. False, with a failed check, if not. */
+static bool
+same_arg(const char *label, int i, const char *dtype, int64_t numel, const void *got,
+         const void *want, const uint8_t *tie, double tol)
+{
+	bool fl = strstr(dtype, "float") != NULL;
+	int64_t bad = 0, first = -1;
+	for (int64_t e = 0; e < numel; e++) {
+		double x = t_as_f64(dtype, got, e), y = t_as_f64(dtype, want, e);
+		bool same =
+		    x == y || (isnan(x) && isnan(y)) || (fl && fabs(x - y) <= tol + tol * fabs(y));
+		if (!same && !(tie && tie[e]) && bad++ == 0)
+			first = e;
+	}
+	if (bad)
+		OKF(0, "%s: argument %d: %lld mismatches, first [%lld] got %.9g want %.9g", label,
+		    i, (long long)bad, (long long)first, t_as_f64(dtype, got, first),
+		    t_as_f64(dtype, want, first));
+	return bad == 0;
+}
+
 /* Compiles json for the host, runs it serially on random inputs and
  * compares with kc_interp. Returns false if it does not compile (skipped). */
 static bool
@@ -834,17 +857,10 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 	KcCompileOptions o = {0};
 	if (kc_compile(c, g, &host, s, &o, &art, &err) != KC_OK)
 		goto done;
-	char path[] = "/tmp/test_interp_XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	if (fd < 0 || write(fd, art.object, art.object_len) != (ssize_t)art.object_len) {
-		OKF(0, "%s: cannot write the object", label);
-		goto done;
-	}
-	close(fd);
-	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	unlink(path);
-	KernelFn fn = dl ? (KernelFn)(uintptr_t)dlsym(dl, art.symbol) : NULL;
-	OKF(fn != NULL, "%s: dlopen/dlsym", label);
+	char why[300] = "";
+	KcsKernelFn fn =
+	    t_kernel_load(art.object, art.object_len, art.symbol, &dl, why, sizeof why);
+	OKF(fn != NULL, "%s: %s", label, why);
 	if (!fn)
 		goto done;
 	int n = kc_graph_nargs(g), nin = 0;
@@ -889,26 +905,12 @@ differential(const char *label, const char *json, size_t len, uint64_t seed)
 		int64_t numel = 1;
 		for (int d = 0; d < ai[i].rank; d++)
 			numel *= ai[i].shape[d];
-		bool fl = strstr(ai[i].dtype, "float") != NULL;
 		bool half =
 		    i >= nin ? kc_interp_half_upstream(c, g, i - nin)
 		             : !strcmp(ai[i].dtype, "float16") || !strcmp(ai[i].dtype, "bfloat16");
-		double tol = half ? 1e-2 : 1e-4;
-		const uint8_t *tm = i >= nin ? tie[i - nin] : NULL;
-		int64_t bad = 0, first = -1;
-		for (int64_t e = 0; e < numel; e++) {
-			double x = t_as_f64(ai[i].dtype, ka[i], e), y = t_as_f64(ai[i].dtype, ra[i], e);
-			bool same = x == y || (isnan(x) && isnan(y)) ||
-			            (fl && fabs(x - y) <= tol + tol * fabs(y));
-			if (!same && !(tm && tm[e]) && bad++ == 0)
-				first = e;
-		}
-		if (bad) {
+		if (!same_arg(label, i, ai[i].dtype, numel, ka[i], ra[i],
+		              i >= nin ? tie[i - nin] : NULL, half ? 1e-2 : 1e-4))
 			all = false;
-			OKF(0, "%s: argument %d: %lld mismatches, first [%lld] got %.9g want %.9g",
-			    label, i, (long long)bad, (long long)first,
-			    t_as_f64(ai[i].dtype, ka[i], first), t_as_f64(ai[i].dtype, ra[i], first));
-		}
 	}
 	if (all)
 		n_diff_ok++;
@@ -1204,19 +1206,10 @@ run_kernel(const char *label, const char *json, void **args)
 	OKF(st == KC_OK, "%s compile: %s %s", label, err.where, err.msg);
 	if (st != KC_OK)
 		goto done;
-	char path[] = "/tmp/test_interp_XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	if (fd < 0 || write(fd, art.object, art.object_len) != (ssize_t)art.object_len) {
-		OKF(0, "%s: cannot write the object", label);
-		if (fd >= 0)
-			close(fd);
-		goto done;
-	}
-	close(fd);
-	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	unlink(path);
-	KernelFn fn = dl ? (KernelFn)(uintptr_t)dlsym(dl, art.symbol) : NULL;
-	OKF(fn != NULL, "%s: dlopen/dlsym", label);
+	char why[300] = "";
+	KcsKernelFn fn =
+	    t_kernel_load(art.object, art.object_len, art.symbol, &dl, why, sizeof why);
+	OKF(fn != NULL, "%s: %s", label, why);
 	ok = fn && fn(NULL, args, NULL) == 0;
 done:
 	if (dl)
@@ -1525,17 +1518,199 @@ corpus_dir(const char *dir, int *files)
 	closedir(d);
 }
 
+/* ---- the corpus through the fixture (tests/corpus.cmake) ----------------------
+ * KC_CORPUS_FIXTURE=DIR: the kernels kcsd compiled (DIR/index.json, DIR/cpu)
+ * run serially on the inputs of DIR/ref and are compared with the
+ * interpreter's outputs there, and with the inputs it wrote (Assign), by
+ * the rule of differential(); the interpreter ran once, in corpus_ref. */
+
+static cJSON *
+read_json(const char *dir, const char *name)
+{
+	char path[4096];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	char *text = t_read_file(path, &len);
+	cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
+	free(text);
+	return j;
+}
+
+static const char *
+jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* One corpus file: false when kcsd did not compile it (as differential()). */
+static bool
+fixture_file(const char *fx, const char *corpus, const cJSON *e)
+{
+	const char *rel = jstr(e, "file"), *key = jstr(e, "key");
+	const cJSON *ans =
+	    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "compile"), "cpu");
+	char path[4096], hex[65], why[300] = "";
+	size_t len = 0, ref_len = 0;
+	KcDigest dg;
+	snprintf(path, sizeof path, "%s/%s", corpus, rel);
+	char *text = t_read_file(path, &len);
+	bool same = false;
+	if (text) {
+		kc_sha256(text, len, &dg);
+		kc_digest_hex(&dg, hex);
+		same = !strcmp(hex, jstr(e, "sha256"));
+	}
+	free(text);
+	OKF(same, "%s: the fixture is of this file as it is now", rel);
+	if (!same)
+		return false;
+	if (cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ans, "status")) != 200)
+		return false;
+	snprintf(path, sizeof path, "ref/%s.json", key);
+	cJSON *rr = read_json(fx, path);
+	cJSON *meta = read_json(fx, jstr(ans, "meta"));
+	const cJSON *rerr = cJSON_GetObjectItemCaseSensitive(rr, "error");
+	OKF(rr && !rerr, "%s: interp %s %s", rel, jstr(rerr, "code"), jstr(rerr, "message"));
+	const cJSON *ra = cJSON_GetObjectItemCaseSensitive(rr, "args");
+	const cJSON *ma = cJSON_GetObjectItemCaseSensitive(meta, "args");
+	int n = cJSON_GetArraySize(ra), nin = 0;
+	bool args_ok = meta && n > 0 && n == cJSON_GetArraySize(ma);
+	for (int i = 0; args_ok && i < n; i++) {
+		const cJSON *a = cJSON_GetArrayItem(ra, i), *m = cJSON_GetArrayItem(ma, i);
+		char *s1 = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(a, "shape"));
+		char *s2 = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(m, "shape"));
+		args_ok = !strcmp(jstr(a, "dtype"), jstr(m, "dtype")) && s1 && s2 &&
+		          !strcmp(s1, s2) &&
+		          cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "is_output")) ==
+		              !strcmp(jstr(m, "role"), "output");
+		free(s1);
+		free(s2);
+		nin += !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "is_output"));
+	}
+	OKF(args_ok, "%s: the kernel's args are the graph's (%d)", rel, n);
+	void *dl = NULL, **args = NULL;
+	char *obj = NULL, *in = NULL, *want = NULL;
+	if (!args_ok)
+		goto done;
+	snprintf(path, sizeof path, "%s/%s", fx, jstr(ans, "object"));
+	obj = t_read_file(path, &len);
+	KcsKernelFn fn =
+	    obj ? t_kernel_load(obj, len, jstr(meta, "symbol"), &dl, why, sizeof why) : NULL;
+	OKF(fn != NULL, "%s: %s", rel, obj ? why : "no object");
+	if (!fn)
+		goto done;
+	snprintf(path, sizeof path, "%s/ref/%s.in", fx, key);
+	in = t_read_file(path, &len);
+	snprintf(path, sizeof path, "%s/ref/%s.ref", fx, key);
+	want = t_read_file(path, &ref_len);
+	bool have = in && want && n <= 1024 && len >= 16 + 8 * (size_t)n;
+	OKF(have, "%s: the fixture's inputs and outputs", rel);
+	if (!have)
+		goto done;
+	/* the runner's --in layout: magic, nargs, ninputs, sizes, input bytes */
+	uint64_t sizes[1024];
+	const char *p = in + 16;
+	memcpy(sizes, in + 16, 8 * (size_t)n);
+	p += 8 * (size_t)n;
+	size_t need_in = 16 + 8 * (size_t)n, need_ref = 0;
+	for (int i = 0; i < n; i++) {
+		const cJSON *a = cJSON_GetArrayItem(ra, i);
+		bool wr = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "written"));
+		size_t esz = t_dt_bytes(jstr(a, "dtype"));
+		need_in += i < nin ? sizes[i] : 0;
+		need_ref += i >= nin ? sizes[i] + sizes[i] / (esz ? esz : 1) : wr ? sizes[i] : 0;
+	}
+	have = need_in == len && need_ref == ref_len;
+	OKF(have, "%s: the fixture's files have the sizes its args say", rel);
+	if (!have)
+		goto done;
+	args = calloc((size_t)n, sizeof *args);
+	const char *orig[1024];
+	for (int i = 0; i < n; i++) {
+		args[i] = calloc(1, sizes[i] + 8);
+		if (i < nin) {
+			orig[i] = p;
+			memcpy(args[i], p, sizes[i]);
+			p += sizes[i];
+		}
+	}
+	n_diff++;
+	bool all = fn(NULL, args, NULL) == 0;
+	OKF(all, "%s: the kernel returns 0", rel);
+	/* .ref: outputs, their tie bytes, the inputs after the interpreter */
+	const char *wo = want, *wt = want, *wi;
+	for (int i = nin; i < n; i++)
+		wt += sizes[i];
+	wi = wt;
+	for (int i = nin; i < n; i++)
+		wi += sizes[i] / t_dt_bytes(jstr(cJSON_GetArrayItem(ra, i), "dtype"));
+	for (int i = 0; i < n && all; i++) {
+		const cJSON *a = cJSON_GetArrayItem(ra, i);
+		const char *dt = jstr(a, "dtype");
+		bool wr = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "written"));
+		int64_t numel = (int64_t)(sizes[i] / t_dt_bytes(dt));
+		double tol = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a, "tolerance"));
+		/* an input no Assign writes must be left as it was */
+		const void *w = i >= nin ? (const void *)wo : wr ? (const void *)wi : orig[i];
+		if (!same_arg(rel, i, dt, numel, args[i], w, i < nin ? NULL : (const uint8_t *)wt,
+		              tol))
+			all = false;
+		if (i < nin) {
+			wi += wr ? sizes[i] : 0;
+		} else {
+			wo += sizes[i];
+			wt += numel;
+		}
+	}
+	if (all)
+		n_diff_ok++;
+done:
+	for (int i = 0; args && i < n; i++)
+		free(args[i]);
+	free(args);
+	if (dl)
+		dlclose(dl);
+	free(obj);
+	free(in);
+	free(want);
+	cJSON_Delete(meta);
+	cJSON_Delete(rr);
+	return true;
+}
+
+static void
+corpus_fixture(const char *fx, const char *corpus, int *files)
+{
+	cJSON *index = read_json(fx, "index.json");
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(index, "files");
+	OKF(cJSON_IsArray(list), "the corpus fixture %s/index.json", fx);
+	const char *only = getenv("KC_TEST_CORPUS_FILTER");
+	const cJSON *e;
+	cJSON_ArrayForEach(e, list)
+	{
+		if (only && *only && !strstr(jstr(e, "file"), only))
+			continue;
+		*files += fixture_file(fx, corpus, e);
+	}
+	cJSON_Delete(index);
+}
+
 static void
 corpus(void)
 {
 	const char *dir = t_corpus_dir();
+	const char *fx = getenv("KC_CORPUS_FIXTURE");
 	int files = 0;
 	if (!dir) {
 		t_skip("../shared/corpus/akg is absent");
 		return;
 	}
 	int before = n_diff_ok;
-	corpus_dir(dir, &files);
+	if (fx && *fx)
+		corpus_fixture(fx, dir, &files);
+	else
+		corpus_dir(dir, &files);
 	printf("# %d corpus files compile for the host; %d match the interpreter\n", files,
 	       n_diff_ok - before);
 	OK(files > 0);

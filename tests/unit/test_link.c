@@ -21,8 +21,7 @@
 #include "cpu.h"
 #include "link.h"
 #include "t.h"
-
-typedef int32_t (*KernelFn)(const void *rt, void *const *args, const int64_t *dims);
+#include "tkernel.h"
 
 /* ---- kernels: a tiny spec -> composite JSON -------------------------------- */
 typedef struct Tensor {
@@ -214,21 +213,15 @@ compile_with(const Spec *s, const KcTarget *t, const char *linker, KcArtifact *a
 	return st;
 }
 
-static void *
-load(const unsigned char *so, size_t len)
+/* The kernel `symbol` of the object; its handle in *dl. */
+static KcsKernelFn
+load(const unsigned char *so, size_t len, const char *symbol, void **dl)
 {
-	char path[] = "/tmp/test_link_XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	void *dl = NULL;
-	if (fd < 0)
-		return NULL;
-	if (write(fd, so, len) == (ssize_t)len)
-		dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!dl)
-		printf("# dlopen: %s\n", dlerror());
-	close(fd);
-	unlink(path);
-	return dl;
+	char why[300];
+	KcsKernelFn fn = t_kernel_load(so, len, symbol, dl, why, sizeof why);
+	if (!fn)
+		printf("# %s\n", why);
+	return fn;
 }
 
 /* ---- checking our output ------------------------------------------------------ */
@@ -354,7 +347,7 @@ fill(unsigned char *p, size_t n, const char *dtype, unsigned seed)
 
 /* Runs both kernels on the same inputs; true when every output byte agrees. */
 static bool
-same_outputs(const Spec *s, KernelFn f1, KernelFn f2)
+same_outputs(const Spec *s, KcsKernelFn f1, KcsKernelFn f2)
 {
 	void *a1[8] = {0}, *a2[8] = {0};
 	int n = 0, nin = 0;
@@ -417,10 +410,9 @@ same_as_ld(void)
 				    "%s %s", s->name, targets[ti]);
 			}
 			if (run && in.object && ld.object) {
-				void *d1 = load(in.object, in.object_len),
-				     *d2 = load(ld.object, ld.object_len);
-				KernelFn f1 = d1 ? (KernelFn)(uintptr_t)dlsym(d1, in.symbol) : NULL;
-				KernelFn f2 = d2 ? (KernelFn)(uintptr_t)dlsym(d2, ld.symbol) : NULL;
+				void *d1, *d2;
+				KcsKernelFn f1 = load(in.object, in.object_len, in.symbol, &d1);
+				KcsKernelFn f2 = load(ld.object, ld.object_len, ld.symbol, &d2);
 				OKF(f1 && f2 && same_outputs(s, f1, f2), "%s %s: same output bytes",
 				    s->name, targets[ti]);
 				if (d1)

@@ -92,80 +92,7 @@
 #include "compiler.h"
 #include "t.h"
 #include "telem.h"
-
-/* ---- the kcs-cpu-v1 ABI with a 3-thread runtime --------------------------- */
-typedef int32_t (*KcsTaskFn)(void *closure, int64_t task, int64_t ntasks);
-typedef struct KcsRuntime {
-	uint32_t version;
-	uint32_t reserved;
-	void *ctx;
-	int32_t (*parallel_for)(void *ctx, KcsTaskFn fn, void *closure, int64_t ntasks);
-	void *(*alloc)(void *ctx, uint64_t bytes, uint64_t align);
-	void (*free)(void *ctx, void *p);
-	int64_t num_threads;
-} KcsRuntime;
-typedef int32_t (*KernelFn)(const KcsRuntime *rt, void *const *args, const int64_t *dims);
-
-typedef struct Job {
-	KcsTaskFn fn;
-	void *closure;
-	int64_t n;
-	atomic_llong next;
-	atomic_int result;
-} Job;
-
-static atomic_llong n_regions; /* parallel_for calls with more than one task */
-
-static void *
-worker(void *p)
-{
-	Job *j = p;
-	for (;;) {
-		long long t = atomic_fetch_add(&j->next, 1);
-		if (t >= j->n)
-			return NULL;
-		int32_t r = j->fn(j->closure, t, j->n);
-		int zero = 0;
-		if (r)
-			atomic_compare_exchange_strong(&j->result, &zero, r);
-	}
-}
-
-static int32_t
-pool_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t n)
-{
-	pthread_t th[2];
-	int nth = n < 3 ? (int)n : 3, started = 0;
-	Job j = {fn, closure, n, 0, 0};
-	(void)ctx;
-	if (n > 1)
-		atomic_fetch_add(&n_regions, 1);
-	for (int i = 0; i < nth - 1; i++)
-		if (pthread_create(&th[i], NULL, worker, &j) == 0)
-			started++;
-	worker(&j);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	return atomic_load(&j.result);
-}
-
-static void *
-pool_alloc(void *ctx, uint64_t bytes, uint64_t align)
-{
-	(void)ctx;
-	if (align < sizeof(void *))
-		align = sizeof(void *);
-	return aligned_alloc(align, (bytes + align - 1) / align * align + align);
-}
-
-static void
-pool_free(void *ctx, void *p)
-{
-	(void)ctx;
-	free(p);
-}
-
-static const KcsRuntime pool = {1, 0, NULL, pool_parallel_for, pool_alloc, pool_free, 3};
+#include "tkernel.h"
 
 /* ---- options and bookkeeping ------------------------------------------------ */
 static KcTarget host;
@@ -387,7 +314,7 @@ g_json(G *g, const char *name)
 typedef struct Kern {
 	KcArtifact art;
 	void *dl;
-	KernelFn fn;
+	KcsKernelFn fn;
 } Kern;
 
 static bool
@@ -405,25 +332,8 @@ kern_load(CompileCtx *c, const KcGraph *g, const KcSchedule *s, Kern *k, char *m
 		         kc_schedule_knobs_json(s), kc_status_code(st), err.msg, err.where);
 		return false;
 	}
-	char path[] = "/tmp/test_templates_XXXXXX.so";
-	int fd = mkstemps(path, 3);
-	if (fd < 0 || write(fd, k->art.object, k->art.object_len) != (ssize_t)k->art.object_len) {
-		snprintf(msg, cap, "cannot write the object to %s", path);
-		if (fd >= 0) {
-			close(fd);
-			unlink(path);
-		}
-		return false;
-	}
-	close(fd);
-	k->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	unlink(path);
-	k->fn = k->dl ? (KernelFn)(uintptr_t)dlsym(k->dl, k->art.symbol) : NULL;
-	if (!k->fn) {
-		snprintf(msg, cap, "dlopen/dlsym: %s", dlerror());
-		return false;
-	}
-	return true;
+	k->fn = t_kernel_load(k->art.object, k->art.object_len, k->art.symbol, &k->dl, msg, cap);
+	return k->fn != NULL;
 }
 
 static void
@@ -467,8 +377,8 @@ coords(const Ctx *x, int i, int64_t e, char *out, size_t cap)
  * a 64-byte boundary when misalign, outputs filled with `fill`), then checks
  * guards, inputs and outputs. Appends the first problem to msg. */
 static bool
-run_once(const Ctx *x, KernelFn fn, const KcsRuntime *rt, bool misalign, int fill, const char *what,
-         char *msg, size_t cap, double *trun)
+run_once(const Ctx *x, KcsKernelFn fn, const KcsRuntime *rt, bool misalign, int fill,
+         const char *what, char *msg, size_t cap, double *trun)
 {
 	unsigned char *base[MAX_ARGS] = {0};
 	void *args[MAX_ARGS] = {0};
@@ -666,10 +576,10 @@ check(Case *cs)
 		goto done;
 	}
 	ok = run_once(&x, k.fn, NULL, false, 0xFF, "serial (rt NULL)", msg, cap, &cs->t_run) &&
-	     run_once(&x, k.fn, &pool, true, 0x7F, "3-thread runtime", msg, cap, &cs->t_run);
+	     run_once(&x, k.fn, &t_pool, true, 0x7F, "3-thread runtime", msg, cap, &cs->t_run);
 	if (ok && k1.fn) {
 		cs->grain1_ran = true;
-		ok = run_once(&x, k1.fn, &pool, true, 0x7F, what1, msg, cap, &cs->t_run);
+		ok = run_once(&x, k1.fn, &t_pool, true, 0x7F, what1, msg, cap, &cs->t_run);
 	}
 done:
 	for (int i = 0; i < x.n; i++) {
@@ -1766,7 +1676,7 @@ main(int argc, char **argv)
 		printf("# template %s: %d cases\n", tmpl_tally[i].name, tmpl_tally[i].n);
 	printf("# %d cases, %d failed, %lld multi-task parallel regions, %.1f s; CPU %.1f s: "
 	       "compiling %.1f s, interpreter %.1f s, kernels %.1f s (slowest: %s, %.1f s)\n",
-	       n_cases_total, n_fails_total, (long long)atomic_load(&n_regions), now() - t0,
-	       cpu_now(), sum_compile, sum_interp, sum_run, slowest, slowest_s);
+	       n_cases_total, n_fails_total, t_pool_stats().regions, now() - t0, cpu_now(),
+	       sum_compile, sum_interp, sum_run, slowest, slowest_s);
 	return t_done();
 }
