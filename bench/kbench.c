@@ -1459,7 +1459,7 @@ main(int argc, char **argv)
 		     "kcsd's, sgemv's and oneDNN's first outputs are checked against it before any"
 		     " timed call (the note gives the peers' errors; a peer above %.0e gets no "
 		     "ratio). kcsd compiles M = 1 as a reduction stage over K, not as its GEMM "
-		     "template (compiler/lower_gemm.c): with b^T one vectorised dot product per "
+		     "template (loop/lower_gemm.c): with b^T one vectorised dot product per "
 		     "output over a contiguous weight row; a [K,N] weight is not K-contiguous, and"
 		     " the default schedule packs it a column at a time (K floats N apart, fused "
 		     "with that column's dot product), where sgemv with CblasTrans streams it row "
