@@ -54,6 +54,15 @@ ob_sgemm(int M, int N, int K, bool tb, const float *a, const float *b, float *c)
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, K,
 		    b, tb ? K : N, 0.0f, c, N);
 }
+
+void
+ob_sgemv(int N, int K, bool tb, const float *x, const float *b, float *y)
+{
+	if (tb)
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, b, K, x, 1, 0.0f, y, 1);
+	else
+		cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, b, N, x, 1, 0.0f, y, 1);
+}
 #else
 const char *
 ob_missing(void)
@@ -77,6 +86,12 @@ void
 ob_sgemm(int M, int N, int K, bool tb, const float *a, const float *b, float *c)
 {
 	(void)M, (void)N, (void)K, (void)tb, (void)a, (void)b, (void)c;
+}
+
+void
+ob_sgemv(int N, int K, bool tb, const float *x, const float *b, float *y)
+{
+	(void)N, (void)K, (void)tb, (void)x, (void)b, (void)y;
 }
 #endif
 

@@ -1,6 +1,7 @@
 /* peers.h - the libraries kbench measures kcsd's kernels against.
  *
- * OpenBLAS (cblas_sgemm) and oneDNN (matmul, softmax, layer normalisation)
+ * OpenBLAS (cblas_sgemm, cblas_sgemv) and oneDNN (matmul, softmax, layer
+ * normalisation)
  * are optional: bench/CMakeLists.txt defines KB_HAVE_OPENBLAS / KB_HAVE_DNNL
  * when it finds them, and without them every function here reports "not
  * installed" instead of measuring. The plain-C peers (the STREAM triad, the
@@ -24,6 +25,10 @@ void ob_threads(int n);
 /* Row-major C[M,N] = A[M,K] * B, B is [K,N] or, with tb, [N,K]
  * (cblas_sgemm, alpha 1, beta 0). */
 void ob_sgemm(int M, int N, int K, bool tb, const float *a, const float *b, float *c);
+/* The same product at M = 1, as a BLAS user writes a GEMV: y[N] = x[K] * B
+ * with B row-major [K,N] (cblas_sgemv, CblasTrans over the K x N matrix)
+ * or, with tb, [N,K] (y = B x, CblasNoTrans over N x K); alpha 1, beta 0. */
+void ob_sgemv(int N, int K, bool tb, const float *x, const float *b, float *y);
 
 /* ---- oneDNN ------------------------------------------------------------- */
 
