@@ -279,8 +279,7 @@ record_seconds(const char *rec, size_t len)
 /* The merge rule: a measured record beats an unmeasured one, a smaller
  * measured.seconds beats a larger one, and ties keep the existing record. */
 static bool
-import_better(const char *old, size_t old_len, const char *incoming, size_t incoming_len,
-              void *arg)
+import_better(const char *old, size_t old_len, const char *incoming, size_t incoming_len, void *arg)
 {
 	(void)arg;
 	double o = record_seconds(old, old_len), n = record_seconds(incoming, incoming_len);
@@ -337,10 +336,9 @@ h_import(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 			} else {
 				kc_buf_free(&il->record);
 				free(il->canonical);
-				kc_buf_printf(&rejected,
-				              "%s{\"line\":%d,\"error\":{\"status\":%d,\"code\":",
-				              nrejected++ ? "," : "", lineno,
-				              kc_http_status(lerr.status));
+				kc_buf_printf(
+				    &rejected, "%s{\"line\":%d,\"error\":{\"status\":%d,\"code\":",
+				    nrejected++ ? "," : "", lineno, kc_http_status(lerr.status));
 				kc_buf_json_str(&rejected, kc_status_code(lerr.status));
 				kc_buf_puts(&rejected, ",\"where\":");
 				api_json_str(&rejected, lerr.where);
@@ -429,13 +427,15 @@ h_admin_evict(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *
 		cJSON *j = cJSON_ParseWithLength(body, req->body_len);
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "target_bytes");
 		bool parsed = j != NULL;
-		bool ok = cJSON_IsObject(j) &&
-		          (!t || (cJSON_IsNumber(t) && t->valuedouble >= 0 && t->valuedouble < 1.8e19));
+		bool ok =
+		    cJSON_IsObject(j) &&
+		    (!t || (cJSON_IsNumber(t) && t->valuedouble >= 0 && t->valuedouble < 1.8e19));
 		if (ok && t)
 			target = (uint64_t)t->valuedouble;
 		cJSON_Delete(j);
 		if (!ok) {
-			api_reply_error(resp, parsed ? KC_BAD_REQUEST : KC_BAD_JSON, "/target_bytes",
+			api_reply_error(resp, parsed ? KC_BAD_REQUEST : KC_BAD_JSON,
+			                "/target_bytes",
 			                "body must be {\"target_bytes\": integer >= 0} or empty");
 			return;
 		}

@@ -27,7 +27,7 @@ typedef struct RecentGraph {
 	size_t len;
 } RecentGraph;
 
-typedef struct Flight Flight; /* one in-flight compile (compile.c) */
+typedef struct Flight Flight;         /* one in-flight compile (compile.c) */
 typedef struct ApiMetrics ApiMetrics; /* atomic counters (metrics.c) */
 typedef struct ApiAuth ApiAuth;       /* token digests (auth.c) */
 typedef struct ApiKeys ApiKeys;       /* signing and verify keys (keys.c) */

@@ -46,11 +46,11 @@ struct ApiMetrics {
 	int64_t start_us;
 	atomic_uint_fast64_t requests[API_ROUTE_COUNT + 1][MAX_STATUS];
 	Histogram request_seconds[API_ROUTE_COUNT + 1];
-	Histogram compile_seconds; /* kc_compile (codegen + link) of misses */
-	atomic_uint_fast64_t misses;     /* compile requests that led a compile */
-	atomic_uint_fast64_t overruns;   /* compiles slower than compile_timeout_s */
-	atomic_int_fast64_t in_flight;   /* kc_compile calls running now */
-	ApiGaugesFn gauges;              /* set before threads start */
+	Histogram compile_seconds;     /* kc_compile (codegen + link) of misses */
+	atomic_uint_fast64_t misses;   /* compile requests that led a compile */
+	atomic_uint_fast64_t overruns; /* compiles slower than compile_timeout_s */
+	atomic_int_fast64_t in_flight; /* kc_compile calls running now */
+	ApiGaugesFn gauges;            /* set before threads start */
 	void *gauges_closure;
 };
 
@@ -204,8 +204,7 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	snapshot(a, &s);
 
 	prom_head(&b, "kcsd_build_info", "gauge", "Version of the running kcsd (always 1).");
-	kc_buf_printf(&b,
-	              "kcsd_build_info{version=\"%s\",build_id=\"%s\",llvm=\"%s\"} 1\n",
+	kc_buf_printf(&b, "kcsd_build_info{version=\"%s\",build_id=\"%s\",llvm=\"%s\"} 1\n",
 	              KCSD_VERSION, KCSD_BUILD_ID, KCSD_LLVM_VERSION);
 	prom_head(&b, "kcsd_start_time_seconds", "gauge", "Start time, seconds since the epoch.");
 	kc_buf_printf(&b, "kcsd_start_time_seconds %lld\n", (long long)m->start_wall_s);
@@ -214,12 +213,14 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	          "HTTP requests answered, by route pattern and status.");
 	for (int r = 0; r <= API_ROUTE_COUNT; r++)
 		for (int st = 0; st < MAX_STATUS; st++) {
-			uint64_t n = atomic_load_explicit(&m->requests[r][st], memory_order_relaxed);
+			uint64_t n =
+			    atomic_load_explicit(&m->requests[r][st], memory_order_relaxed);
 			if (n)
-				kc_buf_printf(&b,
-				              "kcsd_http_requests_total{route=\"%s\",status=\"%d\"} "
-				              "%llu\n",
-				              route_label(r), st, (unsigned long long)n);
+				kc_buf_printf(
+				    &b,
+				    "kcsd_http_requests_total{route=\"%s\",status=\"%d\"} "
+				    "%llu\n",
+				    route_label(r), st, (unsigned long long)n);
 		}
 	prom_head(&b, "kcsd_http_request_seconds", "histogram",
 	          "Time from request headers to the access log line, by route.");
@@ -230,8 +231,8 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 		snprintf(labels, sizeof labels, "route=\"%s\"", route_label(r));
 		prom_hist(&b, "kcsd_http_request_seconds", labels, &m->request_seconds[r]);
 	}
-	prom_one(&b, "kcsd_http_requests_in_flight", "gauge", "Requests received, not yet answered.",
-	         (uint64_t)s.srv.requests_active);
+	prom_one(&b, "kcsd_http_requests_in_flight", "gauge",
+	         "Requests received, not yet answered.", (uint64_t)s.srv.requests_active);
 
 	prom_head(&b, "kcsd_compile_seconds", "histogram",
 	          "LLVM code generation and linking of one kernel (cache misses).");
@@ -248,8 +249,8 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	prom_one(&b, "kcsd_compiles_in_flight", "gauge", "Compiles running now.",
 	         (uint64_t)(s.in_flight > 0 ? s.in_flight : 0));
 
-	prom_one(&b, "kcsd_cache_hits_total", "counter", "Compile requests answered from the cache.",
-	         s.api.hits);
+	prom_one(&b, "kcsd_cache_hits_total", "counter",
+	         "Compile requests answered from the cache.", s.api.hits);
 	prom_one(&b, "kcsd_cache_fast_hits_total", "counter",
 	         "Cache hits answered on the HTTP thread from the compile memo (also in "
 	         "kcsd_cache_hits_total).",
@@ -317,11 +318,13 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	for (int r = 0; r <= API_ROUTE_COUNT; r++) {
 		bool first = true;
 		for (int st = 0; st < MAX_STATUS; st++) {
-			uint64_t n = atomic_load_explicit(&m->requests[r][st], memory_order_relaxed);
+			uint64_t n =
+			    atomic_load_explicit(&m->requests[r][st], memory_order_relaxed);
 			if (!n)
 				continue;
 			if (first) {
-				kc_buf_printf(&b, "%s\"%s\":{", first_route ? "" : ",", route_label(r));
+				kc_buf_printf(&b, "%s\"%s\":{", first_route ? "" : ",",
+				              route_label(r));
 				first_route = false;
 			}
 			kc_buf_printf(&b, "%s\"%d\":%llu", first ? "" : ",", st,
@@ -331,9 +334,10 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 		if (!first)
 			kc_buf_putc(&b, '}');
 	}
-	kc_buf_printf(&b, "},\"requests_in_flight\":%lld,\"compile\":{\"compiles\":%llu,"
-	                  "\"failures\":%llu,\"coalesced\":%llu,\"overruns\":%llu,"
-	                  "\"in_flight\":%lld,\"seconds\":",
+	kc_buf_printf(&b,
+	              "},\"requests_in_flight\":%lld,\"compile\":{\"compiles\":%llu,"
+	              "\"failures\":%llu,\"coalesced\":%llu,\"overruns\":%llu,"
+	              "\"in_flight\":%lld,\"seconds\":",
 	              (long long)s.srv.requests_active, (unsigned long long)s.api.compiles,
 	              (unsigned long long)s.api.failures, (unsigned long long)s.api.coalesced,
 	              (unsigned long long)s.overruns, (long long)s.in_flight);
@@ -349,8 +353,8 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	              (unsigned long long)s.cache.bytes_used, (unsigned long long)s.cache.map_bytes,
 	              (unsigned long long)s.cache.entries_artifacts,
 	              (unsigned long long)s.cache.checksum_failures,
-	              (unsigned long long)s.cache.evicted_bytes, (unsigned long long)s.cache.entries,
-	              (unsigned long long)s.cache.max_bytes);
+	              (unsigned long long)s.cache.evicted_bytes,
+	              (unsigned long long)s.cache.entries, (unsigned long long)s.cache.max_bytes);
 	kc_buf_printf(&b,
 	              "\"queue\":{\"depth\":%lld,\"capacity\":%lld,\"workers\":%lld,"
 	              "\"workers_busy\":%lld}}\n",

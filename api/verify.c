@@ -668,8 +668,8 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 		RunOutcome rro = run_kernel(&rr, detail, sizeof detail);
 		if (rro == RUN_REFUSED) {
 			/* "<wire code>: <message>" from the interpreter */
-			KcStatus rst = strncmp(detail, "too_large:", 10) == 0 ? KC_TOO_LARGE
-			                                                      : KC_INTERNAL;
+			KcStatus rst =
+			    strncmp(detail, "too_large:", 10) == 0 ? KC_TOO_LARGE : KC_INTERNAL;
 			api_reply_error(resp, rst, "verify", detail);
 			goto done;
 		}
@@ -716,7 +716,8 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 					same = memcmp((char *)kargs[i] + e * ai[i].esize,
 					              (char *)rargs[i] + e * ai[i].esize,
 					              (size_t)ai[i].esize) == 0;
-				if (!same && ties[i - nin][e]) { /* a near-tie comparison upstream */
+				if (!same &&
+				    ties[i - nin][e]) { /* a near-tie comparison upstream */
 					nties++;
 					continue;
 				}

@@ -16,7 +16,8 @@ kref_bias_gelu(float *c, const float *bias, int64_t n, int64_t r0, int64_t r1)
 		for (int64_t j = 0; j < n; j++) {
 			float v = row[j] + bias[j];
 			row[j] = 0.5f * v *
-				 (1.0f + tanhf(0.7978845834732056f * (v + 0.044714998453855515f * v * v * v)));
+			         (1.0f + tanhf(0.7978845834732056f *
+			                       (v + 0.044714998453855515f * v * v * v)));
 		}
 	}
 }

@@ -199,8 +199,8 @@ static int g_min_samples = 5;
  * take a few milliseconds, less than this VM takes to bring an idle second
  * vCPU back (a 2-thread softmax then measured 1.5 GB/s instead of 29). */
 static double g_warm = 0.03;
-static int g_wrong;           /* kcsd kernels whose output failed the check */
-static KcsRuntime g_rt[3];    /* g_rt[t]: a pool of t threads */
+static int g_wrong;        /* kcsd kernels whose output failed the check */
+static KcsRuntime g_rt[3]; /* g_rt[t]: a pool of t threads */
 static KcTarget g_target;
 
 #define TOL 1e-3  /* max |x - ref| / max |ref| above which an output is wrong */
@@ -321,11 +321,11 @@ typedef struct Check {
 
 /* One implementation's measurement. */
 typedef struct Meas {
-	bool ok;        /* ran: t and err are valid */
-	double t;       /* median seconds per call */
-	double err;     /* worst relerr over the outputs */
-	double spread;  /* interquartile range / median of the samples */
-	char why[200];  /* when !ok: why it was not measured */
+	bool ok;       /* ran: t and err are valid */
+	double t;      /* median seconds per call */
+	double err;    /* worst relerr over the outputs */
+	double spread; /* interquartile range / median of the samples */
+	char why[200]; /* when !ok: why it was not measured */
 } Meas;
 
 /* The warm-up call (outputs NaN-filled first, then checked), then the
@@ -460,8 +460,9 @@ gb_input(Gb *g, const char *name, const char *shape)
 {
 	gb_tensor(g, name, shape);
 	kc_buf_printf(&g->ins,
-		      "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":%s,\"tensor_name\":\"%s\"}]",
-		      g->nin++ ? "," : "", shape, name);
+	              "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":%s,"
+	              "\"tensor_name\":\"%s\"}]",
+	              g->nin++ ? "," : "", shape, name);
 }
 
 /* One op: inputs are tensor names or "#value" float32 constants; attr is a
@@ -471,23 +472,28 @@ gb_op(Gb *g, const char *op, const char *attr, const char *out, const char *osha
 {
 	va_list ap;
 	va_start(ap, nargs);
-	kc_buf_printf(&g->ops, "%s{\"attr\":%s,\"impl_path\":\"\",\"input_desc\":[", g->ops.len ? "," : "",
-		      attr);
+	kc_buf_printf(&g->ops, "%s{\"attr\":%s,\"impl_path\":\"\",\"input_desc\":[",
+	              g->ops.len ? "," : "", attr);
 	for (int i = 0; i < nargs; i++) {
 		const char *a = va_arg(ap, const char *);
 		if (a[0] == '#')
 			kc_buf_printf(&g->ops,
-				      "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"input_%d\",\"shape\":[1],\"tensor_name\":\"input_c%d\",\"value\":%s}]",
-				      i ? "," : "", i, g->nconst++, a + 1);
+			              "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\","
+			              "\"name\":\"input_%d\",\"shape\":[1],\"tensor_name\":\"input_"
+			              "c%d\",\"value\":%s}]",
+			              i ? "," : "", i, g->nconst++, a + 1);
 		else
 			kc_buf_printf(&g->ops,
-				      "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"input_%d\",\"shape\":%s,\"tensor_name\":\"%s\"}]",
-				      i ? "," : "", i, gb_shape(g, a), a);
+			              "%s[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\","
+			              "\"name\":\"input_%d\",\"shape\":%s,\"tensor_name\":\"%s\"}]",
+			              i ? "," : "", i, gb_shape(g, a), a);
 	}
 	va_end(ap);
-	kc_buf_printf(&g->ops,
-		      "],\"name\":\"%s\",\"output_desc\":[{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"name\":\"output_0\",\"shape\":%s,\"tensor_name\":\"%s\"}]}",
-		      op, oshape, out);
+	kc_buf_printf(
+	    &g->ops,
+	    "],\"name\":\"%s\",\"output_desc\":[{\"data_type\":\"float32\",\"format\":"
+	    "\"DefaultFormat\",\"name\":\"output_0\",\"shape\":%s,\"tensor_name\":\"%s\"}]}",
+	    op, oshape, out);
 	gb_tensor(g, out, oshape);
 }
 
@@ -495,8 +501,9 @@ static void
 gb_output(Gb *g, const char *name)
 {
 	kc_buf_printf(&g->outs,
-		      "%s{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":%s,\"tensor_name\":\"%s\"}",
-		      g->nout++ ? "," : "", gb_shape(g, name), name);
+	              "%s{\"data_type\":\"float32\",\"format\":\"DefaultFormat\",\"shape\":%s,"
+	              "\"tensor_name\":\"%s\"}",
+	              g->nout++ ? "," : "", gb_shape(g, name), name);
 }
 
 static char *
@@ -504,9 +511,11 @@ gb_take(Gb *g, const char *opname)
 {
 	KcBuf b = {0};
 	kc_buf_printf(&b,
-		      "{\"composite\":true,\"composite_graph\":\"kbench\",\"id\":0,\"input_desc\":[%s],\"op\":\"%s\",\"op_desc\":[%s],\"output_desc\":[%s],\"platform\":\"AKG\",\"process\":\"cpu\",\"version\":1}",
-		      g->ins.data ? g->ins.data : "", opname, g->ops.data ? g->ops.data : "",
-		      g->outs.data ? g->outs.data : "");
+	              "{\"composite\":true,\"composite_graph\":\"kbench\",\"id\":0,\"input_desc\":["
+	              "%s],\"op\":\"%s\",\"op_desc\":[%s],\"output_desc\":[%s],\"platform\":"
+	              "\"AKG\",\"process\":\"cpu\",\"version\":1}",
+	              g->ins.data ? g->ins.data : "", opname, g->ops.data ? g->ops.data : "",
+	              g->outs.data ? g->outs.data : "");
 	kc_buf_free(&g->ins);
 	kc_buf_free(&g->ops);
 	kc_buf_free(&g->outs);
@@ -514,8 +523,8 @@ gb_take(Gb *g, const char *opname)
 	return kc_buf_take(&b, NULL);
 }
 
-#define ATTR_REDUCE(axes, keep)                                                          \
-	"[{\"data_type\":\"listInt\",\"name\":\"axis\",\"value\":" axes "},"            \
+#define ATTR_REDUCE(axes, keep)                                                                    \
+	"[{\"data_type\":\"listInt\",\"name\":\"axis\",\"value\":" axes "},"                       \
 	"{\"data_type\":\"bool\",\"name\":\"keep_dims\",\"value\":" keep "}]"
 
 /* The GeLU chain (tanh form, constants as MindSpore writes them in
@@ -545,9 +554,9 @@ gelu_d(double v)
 typedef struct Kernel {
 	void *dl;
 	KcsKernelFn fn;
-	double compile_ms; /* parse + kc_compile (lower .. link), cold: wall */
+	double compile_ms;     /* parse + kc_compile (lower .. link), cold: wall */
 	double compile_cpu_ms; /* the same, CPU time of the compiling thread */
-	char why[512];     /* when fn is NULL */
+	char why[512];         /* when fn is NULL */
 } Kernel;
 
 /* Compiles and loads one workload's kernel. First prints "@start
@@ -581,7 +590,7 @@ kernel_build(const char *wl, const char *shape, const char *json, Kernel *k)
 	if (kc_parse(c, json, strlen(json), NULL, &g, &err) != KC_OK ||
 	    kc_compile(c, g, &g_target, NULL, NULL, &art, &err) != KC_OK) {
 		snprintf(k->why, sizeof k->why, "compile refused: %s%s%s", err.msg,
-			 err.where[0] ? " at " : "", err.where);
+		         err.where[0] ? " at " : "", err.where);
 		goto done;
 	}
 	k->compile_ms = (now_s() - t0) * 1e3;
@@ -658,8 +667,7 @@ thr(char *s, size_t n, const Meas *m, double work, const char *unit)
 }
 
 /* Appends "; " (unless s is empty) and the formatted text to s, truncating. */
-static void KC_PRINTF(3, 4)
-note_add(char *s, size_t n, const char *fmt, ...)
+static void KC_PRINTF(3, 4) note_add(char *s, size_t n, const char *fmt, ...)
 {
 	size_t o = strlen(s);
 	if (o && o + 2 < n)
@@ -677,8 +685,8 @@ static void
 note_slower(char *s, size_t n, const char *who, const Meas *m, const Meas *m1)
 {
 	if (m1 && m1->ok && m->ok && m->t > 2 * m1->t)
-		note_add(s, n, "%s %.0fx slower on 2 threads than on 1 (a thread descheduled?)", who,
-			 m->t / m1->t);
+		note_add(s, n, "%s %.0fx slower on 2 threads than on 1 (a thread descheduled?)",
+		         who, m->t / m1->t);
 }
 
 /* One table row: kcsd's measurement km (work kw) against one peer's pm
@@ -714,23 +722,23 @@ row(const char *wl, const char *shape, int t, const Kernel *k, const Meas *km, d
 	if (!pm->ok && !missing)
 		note_add(nt, sizeof nt, "%s: %s", peer, pm->why);
 	if (peer_wrong)
-		note_add(nt, sizeof nt, "%s output differs from the reference (err %.1e)", peer, pm->err);
+		note_add(nt, sizeof nt, "%s output differs from the reference (err %.1e)", peer,
+		         pm->err);
 	if ((km->ok && km->spread > NOISY) || (pm->ok && pm->spread > NOISY))
-		note_add(nt, sizeof nt, "noisy: IQR/median kcsd %.0f%%, peer %.0f%%", 100 * km->spread,
-			 100 * pm->spread);
+		note_add(nt, sizeof nt, "noisy: IQR/median kcsd %.0f%%, peer %.0f%%",
+		         100 * km->spread, 100 * pm->spread);
 	note_slower(nt, sizeof nt, "kcsd", km, km1);
 	note_slower(nt, sizeof nt, "peer", pm, pm1);
 	if (wrong)
 		g_wrong++;
-	printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", wl, shape, t, ks, peer, ps, ratio,
-	       comp, err, nt);
+	printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", wl, shape, t, ks, peer, ps,
+	       ratio, comp, err, nt);
 	fflush(stdout);
 }
 
 /* A workload's definition, printed once ("@note"): bench/run lists them
  * under the table, so the rows' own notes stay short. */
-static void KC_PRINTF(1, 2)
-defn(const char *fmt, ...)
+static void KC_PRINTF(1, 2) defn(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -744,8 +752,8 @@ defn(const char *fmt, ...)
 static void
 note_join(char *s, size_t n, const char *what, const char *impl, const char *ref)
 {
-	snprintf(s, n, "%s%s%s%s%sref %s", what ? what : "", what ? "; " : "", impl[0] ? "impl " : "",
-		 impl, impl[0] ? "; " : "", ref);
+	snprintf(s, n, "%s%s%s%s%sref %s", what ? what : "", what ? "; " : "",
+	         impl[0] ? "impl " : "", impl, impl[0] ? "; " : "", ref);
 }
 
 /* ---- MatMul / BatchMatMul ---------------------------------------------------------- */
@@ -768,7 +776,7 @@ ob_batched(const MmSpec *s, const float *a, const float *b, float *c)
 {
 	for (int64_t z = 0; z < s->B; z++)
 		ob_sgemm(s->M, s->N, s->K, s->tb, a + z * s->M * s->K, b + z * s->K * s->N,
-			 c + z * s->M * s->N);
+		         c + z * s->M * s->N);
 }
 
 static int
@@ -820,7 +828,8 @@ mm_json(const MmSpec *s, bool fused)
 	char sa[48], sb[48], sc[48];
 	if (s->B > 1) {
 		snprintf(sa, sizeof sa, "[%d,%d,%d]", s->B, s->M, s->K);
-		snprintf(sb, sizeof sb, "[%d,%d,%d]", s->B, s->tb ? s->N : s->K, s->tb ? s->K : s->N);
+		snprintf(sb, sizeof sb, "[%d,%d,%d]", s->B, s->tb ? s->N : s->K,
+		         s->tb ? s->K : s->N);
 		snprintf(sc, sizeof sc, "[%d,%d,%d]", s->B, s->M, s->N);
 	} else {
 		snprintf(sa, sizeof sa, "[%d,%d]", s->M, s->K);
@@ -829,14 +838,14 @@ mm_json(const MmSpec *s, bool fused)
 	}
 	char attr[600];
 	snprintf(attr, sizeof attr,
-		 "[{\"data_type\":\"bool\",\"name\":\"transpose_a\",\"value\":false},"
-		 "{\"data_type\":\"bool\",\"name\":\"transpose_b\",\"value\":%s},"
-		 "{\"data_type\":\"bool\",\"name\":\"transpose_x1\",\"value\":false},"
-		 "{\"data_type\":\"bool\",\"name\":\"transpose_x2\",\"value\":%s},"
-		 "{\"data_type\":\"str\",\"name\":\"dst_type\",\"value\":\"float32\"},"
-		 "{\"data_type\":\"str\",\"name\":\"left_format\",\"value\":\"DefaultFormat\"},"
-		 "{\"data_type\":\"str\",\"name\":\"right_format\",\"value\":\"DefaultFormat\"}]",
-		 s->tb ? "true" : "false", s->tb ? "true" : "false");
+	         "[{\"data_type\":\"bool\",\"name\":\"transpose_a\",\"value\":false},"
+	         "{\"data_type\":\"bool\",\"name\":\"transpose_b\",\"value\":%s},"
+	         "{\"data_type\":\"bool\",\"name\":\"transpose_x1\",\"value\":false},"
+	         "{\"data_type\":\"bool\",\"name\":\"transpose_x2\",\"value\":%s},"
+	         "{\"data_type\":\"str\",\"name\":\"dst_type\",\"value\":\"float32\"},"
+	         "{\"data_type\":\"str\",\"name\":\"left_format\",\"value\":\"DefaultFormat\"},"
+	         "{\"data_type\":\"str\",\"name\":\"right_format\",\"value\":\"DefaultFormat\"}]",
+	         s->tb ? "true" : "false", s->tb ? "true" : "false");
 	gb_input(&g, "input_0", sa);
 	gb_input(&g, "input_1", sb);
 	if (fused) {
@@ -849,7 +858,8 @@ mm_json(const MmSpec *s, bool fused)
 		gb_output(&g, "output_0_2");
 		return gb_take(&g, "Fused_MatMul_BiasAdd_GeLU_kbench");
 	}
-	gb_op(&g, s->B > 1 ? "BatchMatMul" : "MatMul", attr, "output_0_0", sc, 2, "input_0", "input_1");
+	gb_op(&g, s->B > 1 ? "BatchMatMul" : "MatMul", attr, "output_0_0", sc, 2, "input_0",
+	      "input_1");
 	gb_output(&g, "output_0_0");
 	return gb_take(&g, s->B > 1 ? "Fused_BatchMatMul_kbench" : "Fused_MatMul_kbench");
 }
@@ -879,9 +889,9 @@ mm_reference(const MmSpec *s, const float *a, const float *b, float *ref)
 		return "OpenBLAS";
 	}
 	char why[200];
-	OnePrim *p = one_threads(1) ? one_matmul(s->B, s->M, s->N, s->K, s->tb, a, b, NULL, false, ref,
-						 why, sizeof why)
-				    : NULL;
+	OnePrim *p = one_threads(1) ? one_matmul(s->B, s->M, s->N, s->K, s->tb, a, b, NULL, false,
+	                                         ref, why, sizeof why)
+	                            : NULL;
 	if (p && one_run(p) == 0) {
 		one_free(p);
 		return "oneDNN";
@@ -906,7 +916,7 @@ static void
 bench_matmul(const MmSpec *s, bool fused)
 {
 	int64_t na = (int64_t)s->B * s->M * s->K, nb = (int64_t)s->B * s->K * s->N,
-		nc = (int64_t)s->B * s->M * s->N;
+	        nc = (int64_t)s->B * s->M * s->N;
 	float *a = fbuf(na), *b = fbuf(nb), *bias = fbuf(s->N), *ref = fbuf(nc), *ck = fbuf(nc),
 	      *cp = fbuf(nc);
 	fill(a, na, 11, -1, 1);
@@ -961,17 +971,20 @@ bench_matmul(const MmSpec *s, bool fused)
 		if (one_missing())
 			dm = not_measured("%s", one_missing());
 		else if (!one_threads(t))
-			dm = not_measured("cannot set oneDNN's threads to %d (%s)", t, one_threads_how());
+			dm = not_measured("cannot set oneDNN's threads to %d (%s)", t,
+			                  one_threads_how());
 		else
-			dm = measure_onednn(one_matmul(s->B, s->M, s->N, s->K, s->tb, a, b, fused ? bias : NULL,
-						       fused, cp, why, sizeof why),
-					    why, &pc, impl, sizeof impl);
+			dm = measure_onednn(one_matmul(s->B, s->M, s->N, s->K, s->tb, a, b,
+			                               fused ? bias : NULL, fused, cp, why,
+			                               sizeof why),
+			                    why, &pc, impl, sizeof impl);
 		dms[t] = dm;
 		note_join(note, sizeof note, s->note, impl, refname);
 		if (gemv && dm.ok)
 			note_add(note, sizeof note, "oneDNN err %.1e", dm.err);
-		row(wl, shape, t, &k, &km, flops, fused ? "oneDNN matmul+bias+gelu" : "oneDNN matmul", &dm,
-		    flops, "GFLOP/s", note, t > 1 ? &kms[1] : NULL, t > 1 ? &dms[1] : NULL);
+		row(wl, shape, t, &k, &km, flops,
+		    fused ? "oneDNN matmul+bias+gelu" : "oneDNN matmul", &dm, flops, "GFLOP/s",
+		    note, t > 1 ? &kms[1] : NULL, t > 1 ? &dms[1] : NULL);
 	}
 	kernel_free(&k);
 	free(a), free(b), free(bias), free(ref), free(ck), free(cp);
@@ -1025,8 +1038,8 @@ bench_softmax(int rows, int cols)
 		else if (!one_threads(t))
 			dm = not_measured("cannot set oneDNN's threads to %d", t);
 		else
-			dm = measure_onednn(one_softmax(rows, cols, x, yp, why, sizeof why), why, &pc, impl,
-					    sizeof impl);
+			dm = measure_onednn(one_softmax(rows, cols, x, yp, why, sizeof why), why,
+			                    &pc, impl, sizeof impl);
 		note_join(note, sizeof note, NULL, impl, "double C");
 		dms[t] = dm;
 		row("Softmax", shape, t, &k, &km, bytes, "oneDNN softmax", &dm, bytes, "GB/s", note,
@@ -1056,7 +1069,8 @@ bench_layernorm(int rows, int cols)
 			v += (xr[j] - m) * (xr[j] - m);
 		v /= cols;
 		for (int j = 0; j < cols; j++)
-			ref[r * cols + j] = (float)((xr[j] - m) / sqrt(v + eps) * gamma[j] + beta[j]);
+			ref[r * cols + j] =
+			    (float)((xr[j] - m) / sqrt(v + eps) * gamma[j] + beta[j]);
 	}
 	/* as MindSpore's LayerNorm fusions (Fused_..._ReduceSum_..._Rsqrt_...):
 	 * mean = ReduceSum(x) * (1/N); d = x - mean; var = ReduceSum(d*d) * (1/N);
@@ -1101,12 +1115,13 @@ bench_layernorm(int rows, int cols)
 		else if (!one_threads(t))
 			dm = not_measured("cannot set oneDNN's threads to %d", t);
 		else
-			dm = measure_onednn(one_layernorm(rows, cols, eps, x, gamma, beta, yp, why, sizeof why),
-					    why, &pc, impl, sizeof impl);
+			dm = measure_onednn(
+			    one_layernorm(rows, cols, eps, x, gamma, beta, yp, why, sizeof why),
+			    why, &pc, impl, sizeof impl);
 		note_join(note, sizeof note, NULL, impl, "double C");
 		dms[t] = dm;
-		row("LayerNorm", shape, t, &k, &km, bytes, "oneDNN layer_normalization", &dm, bytes, "GB/s",
-		    note, t > 1 ? &kms[1] : NULL, t > 1 ? &dms[1] : NULL);
+		row("LayerNorm", shape, t, &k, &km, bytes, "oneDNN layer_normalization", &dm, bytes,
+		    "GB/s", note, t > 1 ? &kms[1] : NULL, t > 1 ? &dms[1] : NULL);
 	}
 	kernel_free(&k);
 	free(x), free(gamma), free(beta), free(ref), free(y), free(yp);
@@ -1117,7 +1132,7 @@ bench_layernorm(int rows, int cols)
 /* kcsd's kernel against the triad moving the same bytes. */
 static void
 bandwidth_rows(const char *wl, const char *shape, const char *json, void **args, const Check *ck,
-	       double bytes, const char *note)
+               double bytes, const char *note)
 {
 	Kernel k;
 	kernel_build(wl, shape, json, &k);
@@ -1126,8 +1141,8 @@ bandwidth_rows(const char *wl, const char *shape, const char *json, void **args,
 		Meas km = kms[t] = measure_kernel(&k, t, args, ck);
 		Meas tm = {.ok = true, .t = 1.0};
 		double gbs = triad_gbs((int64_t)bytes, t, &tm.spread);
-		row(wl, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s", note,
-		    t > 1 ? &kms[1] : NULL, NULL);
+		row(wl, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9,
+		    "GB/s", note, t > 1 ? &kms[1] : NULL, NULL);
 	}
 	kernel_free(&k);
 }
@@ -1141,7 +1156,8 @@ bench_transpose(int rank, const int *dims, const int *perm)
 		n *= dims[i];
 		od[i] = dims[perm[i]];
 		snprintf(sh + strlen(sh), sizeof sh - strlen(sh), "%s%d", i ? "," : "", dims[i]);
-		snprintf(osh + strlen(osh), sizeof osh - strlen(osh), "%s%lld", i ? "," : "", (long long)od[i]);
+		snprintf(osh + strlen(osh), sizeof osh - strlen(osh), "%s%lld", i ? "," : "",
+		         (long long)od[i]);
 		snprintf(pm + strlen(pm), sizeof pm - strlen(pm), "%s%d", i ? "," : "", perm[i]);
 	}
 	strcat(sh, "]"), strcat(osh, "]"), strcat(pm, "]");
@@ -1166,15 +1182,15 @@ bench_transpose(int rank, const int *dims, const int *perm)
 	}
 	Gb g = {0};
 	char attr[128];
-	snprintf(attr, sizeof attr, "[{\"data_type\":\"listInt\",\"name\":\"perm\",\"value\":%s}]", pm);
+	snprintf(attr, sizeof attr, "[{\"data_type\":\"listInt\",\"name\":\"perm\",\"value\":%s}]",
+	         pm);
 	gb_input(&g, "input_0", sh);
 	gb_op(&g, "Transpose", attr, "output_0_0", osh, 1, "input_0");
 	gb_output(&g, "output_0_0");
 	char *json = gb_take(&g, "Fused_Transpose_kbench");
 	void *args[2] = {x, y};
 	Check ck = {1, {y}, {ref}, {n}};
-	bandwidth_rows("Transpose", shape, json, args, &ck, 8.0 * n,
-		       "ref C");
+	bandwidth_rows("Transpose", shape, json, args, &ck, 8.0 * n, "ref C");
 	free(json);
 	free(x), free(y), free(ref);
 }
@@ -1199,16 +1215,19 @@ bench_reduce(int R, int C, int which)
 	snprintf(osh, sizeof osh, "[%lld]", (long long)no);
 	gb_input(&g, "input_0", sh);
 	gb_op(&g, "ReduceSum",
-	      which == 1 ? ATTR_REDUCE("[1]", "false") : which == 0 ? ATTR_REDUCE("[0]", "false")
-							    : ATTR_REDUCE("[0,1]", "false"),
+	      which == 1   ? ATTR_REDUCE("[1]", "false")
+	      : which == 0 ? ATTR_REDUCE("[0]", "false")
+	                   : ATTR_REDUCE("[0,1]", "false"),
 	      "output_0_0", osh, 1, "input_0");
 	gb_output(&g, "output_0_0");
 	char *json = gb_take(&g, "Fused_ReduceSum_kbench");
-	snprintf(shape, sizeof shape, "%s axis %s", sh, which == 1 ? "[1]" : which == 0 ? "[0]" : "[0,1]");
+	snprintf(shape, sizeof shape, "%s axis %s", sh,
+	         which == 1   ? "[1]"
+	         : which == 0 ? "[0]"
+	                      : "[0,1]");
 	void *args[2] = {x, y};
 	Check ck = {1, {y}, {ref}, {no}};
-	bandwidth_rows("ReduceSum", shape, json, args, &ck, 4.0 * (double)(n + no),
-		       "ref double C");
+	bandwidth_rows("ReduceSum", shape, json, args, &ck, 4.0 * (double)(n + no), "ref double C");
 	free(json);
 	free(x), free(y), free(ref);
 }
@@ -1301,7 +1320,8 @@ bench_elementwise(int64_t n, bool probe)
 			Meas km = kms[t] = measure_kernel(&k, t, args, &ck);
 			Meas tm = {.ok = true, .t = 1.0};
 			double gbs = triad_gbs((int64_t)bytes, t, &tm.spread);
-			row(name, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm, gbs * 1e9, "GB/s",
+			row(name, shape, t, &k, &km, bytes, "STREAM triad, same bytes", &tm,
+			    gbs * 1e9, "GB/s",
 			    probe ? "in L2: the compute ceiling probe; ref double C"
 			          : "ref double C",
 			    t > 1 ? &kms[1] : NULL, NULL);
@@ -1309,10 +1329,12 @@ bench_elementwise(int64_t n, bool probe)
 			if (probe)
 				continue;
 			if (km.ok && km.err <= TOL)
-				printf("@numpy %s %lld %d %.9g %.0f %.0f|%.0f %.1e\n", name, (long long)n, t, km.t,
-				       bytes, k.compile_ms, k.compile_cpu_ms, km.err);
+				printf("@numpy %s %lld %d %.9g %.0f %.0f|%.0f %.1e\n", name,
+				       (long long)n, t, km.t, bytes, k.compile_ms, k.compile_cpu_ms,
+				       km.err);
 			else
-				printf("@numpy %s %lld %d - %.0f - -\n", name, (long long)n, t, bytes);
+				printf("@numpy %s %lld %d - %.0f - -\n", name, (long long)n, t,
+				       bytes);
 		}
 		/* GeLU and Sigmoid against oneDNN's JIT eltwise kernels: where the
 		 * triad is out of reach (compute-bound, 1M in L3), the best
@@ -1326,12 +1348,13 @@ bench_elementwise(int64_t n, bool probe)
 			else if (!one_threads(t))
 				dm = not_measured("cannot set oneDNN's threads to %d", t);
 			else
-				dm = measure_onednn(one_eltwise(c == 0, n, in[0], out[1], why, sizeof why), why,
-						    &pc, impl, sizeof impl);
+				dm = measure_onednn(
+				    one_eltwise(c == 0, n, in[0], out[1], why, sizeof why), why,
+				    &pc, impl, sizeof impl);
 			note_join(note, sizeof note, NULL, impl, "double C");
-			row(name, shape, t, &k, &kms[t], bytes, c == 0 ? "oneDNN eltwise gelu_tanh"
-								      : "oneDNN eltwise logistic",
-			    &dm, bytes, "GB/s", note, NULL, NULL);
+			row(name, shape, t, &k, &kms[t], bytes,
+			    c == 0 ? "oneDNN eltwise gelu_tanh" : "oneDNN eltwise logistic", &dm,
+			    bytes, "GB/s", note, NULL, NULL);
 		}
 		kernel_free(&k);
 	}
@@ -1344,13 +1367,13 @@ bench_elementwise(int64_t n, bool probe)
 /* ---- main ------------------------------------------------------------------------------- */
 
 static const MmSpec g_mm[] = {
-	{1, 128, 768, 768, false, NULL},
-	{1, 128, 3072, 768, false, NULL},
-	{1, 128, 768, 3072, false, NULL},
-	{1, 512, 768, 768, false, NULL},
-	{1, 1024, 1024, 1024, false, NULL},
-	{12, 128, 128, 64, true, "attention q k^T"},
-	{12, 128, 64, 128, false, "attention p v"},
+    {1, 128, 768, 768, false, NULL},
+    {1, 128, 3072, 768, false, NULL},
+    {1, 128, 768, 3072, false, NULL},
+    {1, 512, 768, 768, false, NULL},
+    {1, 1024, 1024, 1024, false, NULL},
+    {12, 128, 128, 64, true, "attention q k^T"},
+    {12, 128, 64, 128, false, "attention p v"},
 };
 
 /* M = 1: the dense layer as MindSpore sends it (weight [N,K], transpose_b)
@@ -1419,24 +1442,36 @@ main(int argc, char **argv)
 		pool_init(&pools[t], &g_rt[t], t);
 
 	printf("@info target %s\n", g_target.name);
-	printf("@info kcsd threads: a KcsRuntime pthread pool of n threads (the calling thread is one of them)\n");
+	printf("@info kcsd threads: a KcsRuntime pthread pool of n threads (the calling thread is "
+	       "one of them)\n");
 	printf("@info openblas %s; threads: openblas_set_num_threads(n)\n", ob_describe());
 	printf("@info onednn %s; threads: %s\n", one_describe(), one_threads_how());
-	defn("kcsd: every kernel is compiled once per workload, cold, in this process (parse + kc_compile: "
-	     "lower, schedule, LLVM O3 (a module of GEMM stages: objcode.c's short GEMM pipeline), object, "
+	defn("kcsd: every kernel is compiled once per workload, cold, in this process (parse + "
+	     "kc_compile: "
+	     "lower, schedule, LLVM O3 (a module of GEMM stages: objcode.c's short GEMM pipeline), "
+	     "object, "
 	     "in-process link; the \"kcsd cold compile\" column: wall time, "
-	     "and in parentheses the compiling thread's CPU time, which a loaded machine inflates less; a "
-	     "throw-away compile first absorbs the process's one-time LLVM set-up), with the default "
+	     "and in parentheses the compiling thread's CPU time, which a loaded machine inflates "
+	     "less; a "
+	     "throw-away compile first absorbs the process's one-time LLVM set-up), with the "
+	     "default "
 	     "schedule (no tuning); its rows at 1 and 2 threads share that compile.");
-	defn("kcsd err: max |kcsd - ref| / max |ref| over the outputs of kcsd's first call at that thread "
-	     "count (outputs NaN-filled before it), against the reference the note names (ref); above "
-	     "%.0e the entry reads **WRONG** and has no speed. Peers' outputs are checked against the same "
+	defn("kcsd err: max |kcsd - ref| / max |ref| over the outputs of kcsd's first call at that "
+	     "thread "
+	     "count (outputs NaN-filled before it), against the reference the note names (ref); "
+	     "above "
+	     "%.0e the entry reads **WRONG** and has no speed. Peers' outputs are checked against "
+	     "the same "
 	     "reference and the note says when one differs.",
 	     TOL);
-	defn("noisy: the note says so when the interquartile range of a row's samples passes %.0f%% of "
-	     "their median (another process took the CPU during them); \"Nx slower on 2 threads than on "
-	     "1\": an implementation's 2-thread time is more than twice its 1-thread time, which on a "
-	     "shared machine means one of its threads waited to be scheduled (OpenMP threads that spin "
+	defn("noisy: the note says so when the interquartile range of a row's samples passes "
+	     "%.0f%% of "
+	     "their median (another process took the CPU during them); \"Nx slower on 2 threads "
+	     "than on "
+	     "1\": an implementation's 2-thread time is more than twice its 1-thread time, which "
+	     "on a "
+	     "shared machine means one of its threads waited to be scheduled (OpenMP threads that "
+	     "spin "
 	     "while idle suffer most: see bench/run --omp-wait-policy).",
 	     100 * NOISY);
 	if (want(only, "matmul") || want(only, "gemv") || want(only, "fused"))
@@ -1468,38 +1503,63 @@ main(int argc, char **argv)
 		     "GEMVs, not streams from DRAM.",
 		     TOL);
 	if (want(only, "fused"))
-		defn("MatMul+bias+GeLU (fused): one composite, MatMul x[128,768] times w[768,3072], Add "
-		     "bias[3072] broadcast over rows, then the GeLU tanh chain as MindSpore writes it "
-		     "(Fused_BiasAdd_GeLU: Mul, Mul, Mul 0.044715, Add, Mul 0.79788458, Tanh, Add 1, Mul, Mul 0.5). "
-		     "Peers: OpenBLAS sgemm followed by a separate epilogue pass, a plain C loop y = "
-		     "gelu_tanh(c + bias) in place over C (bench/epilogue.c, gcc -O3 -march=native -ffast-math, "
-		     "vectorised with glibc's libmvec tanhf; its rows split over the same thread pool as kcsd's); "
-		     "and one oneDNN matmul primitive with the bias and an eltwise_gelu_tanh post-op. Reference: "
-		     "the reference product, then bias + GeLU in double. GFLOP/s counts the matmul's 2 M N K only.");
+		defn("MatMul+bias+GeLU (fused): one composite, MatMul x[128,768] times "
+		     "w[768,3072], Add "
+		     "bias[3072] broadcast over rows, then the GeLU tanh chain as MindSpore writes "
+		     "it "
+		     "(Fused_BiasAdd_GeLU: Mul, Mul, Mul 0.044715, Add, Mul 0.79788458, Tanh, Add "
+		     "1, Mul, Mul 0.5). "
+		     "Peers: OpenBLAS sgemm followed by a separate epilogue pass, a plain C loop y "
+		     "= "
+		     "gelu_tanh(c + bias) in place over C (bench/epilogue.c, gcc -O3 -march=native "
+		     "-ffast-math, "
+		     "vectorised with glibc's libmvec tanhf; its rows split over the same thread "
+		     "pool as kcsd's); "
+		     "and one oneDNN matmul primitive with the bias and an eltwise_gelu_tanh "
+		     "post-op. Reference: "
+		     "the reference product, then bias + GeLU in double. GFLOP/s counts the "
+		     "matmul's 2 M N K only.");
 	if (want(only, "norm"))
-		defn("Softmax: ReduceMax, Sub, Exp, ReduceSum, RealDiv over the last axis of [1536,128] (12 heads "
-		     "x 128 rows of attention scores), the op structure of Fused_Softmax. LayerNorm: over the "
-		     "last axis of [R,768] with gamma and beta, MindSpore's fused structure: ReduceSum, Mul 1/N "
-		     "(mean), Sub, Mul, ReduceSum, Mul 1/N (variance), Add eps (1e-7), Rsqrt, Mul, Mul gamma, Add "
-		     "beta; only y is output. GB/s = bytes read + written (x, y, and gamma, beta) / time. Peers: "
-		     "oneDNN softmax and layer_normalization (scale and shift) forward_inference primitives.");
+		defn("Softmax: ReduceMax, Sub, Exp, ReduceSum, RealDiv over the last axis of "
+		     "[1536,128] (12 heads "
+		     "x 128 rows of attention scores), the op structure of Fused_Softmax. "
+		     "LayerNorm: over the "
+		     "last axis of [R,768] with gamma and beta, MindSpore's fused structure: "
+		     "ReduceSum, Mul 1/N "
+		     "(mean), Sub, Mul, ReduceSum, Mul 1/N (variance), Add eps (1e-7), Rsqrt, Mul, "
+		     "Mul gamma, Add "
+		     "beta; only y is output. GB/s = bytes read + written (x, y, and gamma, beta) "
+		     "/ time. Peers: "
+		     "oneDNN softmax and layer_normalization (scale and shift) forward_inference "
+		     "primitives.");
 	if (want(only, "layout") || want(only, "elementwise"))
-		defn("Transpose, ReduceSum and the elementwise chains move data and compute little: GB/s = "
-		     "bytes of the inputs read + outputs written, once each, / time; the peer is a STREAM triad "
-		     "a = b + 3c (bench/kref.c, gcc -O3 -march=native, on the same thread pool) over arrays "
-		     "sized to move the same number of bytes, measured in this run (the bandwidth roofline at "
+		defn("Transpose, ReduceSum and the elementwise chains move data and compute "
+		     "little: GB/s = "
+		     "bytes of the inputs read + outputs written, once each, / time; the peer is a "
+		     "STREAM triad "
+		     "a = b + 3c (bench/kref.c, gcc -O3 -march=native, on the same thread pool) "
+		     "over arrays "
+		     "sized to move the same number of bytes, measured in this run (the bandwidth "
+		     "roofline at "
 		     "that footprint). ReduceSum over axis [0,1] gives [1].");
 	if (want(only, "elementwise"))
-		defn("GeLU: the tanh chain above on one [n] input; Sigmoid: Neg, Exp, Add 1, RealDiv 1 / .; "
-		     "Adam: an Adam-like update, 4 inputs (param, m, v, grad) and 3 outputs (param, m, v), 12 "
-		     "ops including Sqrt and RealDiv; n = 1M and 16M float32. GeLU and Sigmoid also run "
-		     "against oneDNN's eltwise primitive (gelu_tanh, logistic: its JIT kernels), the "
+		defn("GeLU: the tanh chain above on one [n] input; Sigmoid: Neg, Exp, Add 1, "
+		     "RealDiv 1 / .; "
+		     "Adam: an Adam-like update, 4 inputs (param, m, v, grad) and 3 outputs "
+		     "(param, m, v), 12 "
+		     "ops including Sqrt and RealDiv; n = 1M and 16M float32. GeLU and Sigmoid "
+		     "also run "
+		     "against oneDNN's eltwise primitive (gelu_tanh, logistic: its JIT kernels), "
+		     "the "
 		     "hand-written peer for the same math. The compute ceiling probe: GeLU and "
 		     "Sigmoid at n = 64K (512 KiB moved, in L2), 1 thread (64K is a few parallel "
-		     "grains): where kcsd's GB/s there is no higher than at 1M while the triad's is, "
-		     "the chain is bound by its arithmetic, not by memory, and the 1M rows' ratio to "
+		     "grains): where kcsd's GB/s there is no higher than at 1M while the triad's "
+		     "is, "
+		     "the chain is bound by its arithmetic, not by memory, and the 1M rows' ratio "
+		     "to "
 		     "the triad is not a memory miss.");
-	printf("| workload | shape | threads | kcsd | peer | peer result | kcsd / peer | kcsd cold compile | kcsd err | note |\n"
+	printf("| workload | shape | threads | kcsd | peer | peer result | kcsd / peer | kcsd cold "
+	       "compile | kcsd err | note |\n"
 	       "|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
 	fflush(stdout);
 

@@ -10,7 +10,7 @@
 
 void
 kref_triad(float *restrict a, const float *restrict b, const float *restrict c, int64_t lo,
-	   int64_t hi)
+           int64_t hi)
 {
 	for (int64_t i = lo; i < hi; i++)
 		a[i] = b[i] + 3.0f * c[i];
@@ -26,7 +26,8 @@ kref_matmul(int B, int M, int N, int K, bool tb, const float *a, const float *b,
 			for (int64_t j = 0; j < N; j++) {
 				double s = 0;
 				for (int64_t k = 0; k < K; k++)
-					s += (double)az[i * K + k] * (tb ? bz[j * K + k] : bz[k * N + j]);
+					s += (double)az[i * K + k] *
+					     (tb ? bz[j * K + k] : bz[k * N + j]);
 				cz[i * N + j] = (float)s;
 			}
 	}

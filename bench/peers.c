@@ -38,7 +38,8 @@ ob_describe(void)
 	snprintf(cfg, sizeof cfg, "%s", openblas_get_config());
 	for (size_t n = strlen(cfg); n && cfg[n - 1] == ' '; n--)
 		cfg[n - 1] = 0; /* the config string ends with a space */
-	snprintf(s, sizeof s, "OpenBLAS kernel %s (openblas_get_config: %s)", openblas_get_corename(), cfg);
+	snprintf(s, sizeof s, "OpenBLAS kernel %s (openblas_get_config: %s)",
+	         openblas_get_corename(), cfg);
 	return s;
 }
 
@@ -51,8 +52,8 @@ ob_threads(int n)
 void
 ob_sgemm(int M, int N, int K, bool tb, const float *a, const float *b, float *c)
 {
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, K,
-		    b, tb ? K : N, 0.0f, c, N);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a,
+	            K, b, tb ? K : N, 0.0f, c, N);
 }
 
 void
@@ -163,7 +164,7 @@ one_describe(void)
 	static char s[256];
 	const dnnl_version_t *v = dnnl_version();
 	snprintf(s, sizeof s, "oneDNN %d.%d.%d (%s CPU runtime)", v->major, v->minor, v->patch,
-		 runtime_name(v->cpu_runtime));
+	         runtime_name(v->cpu_runtime));
 	return s;
 }
 
@@ -173,8 +174,10 @@ one_threads_how(void)
 	one_init();
 	unsigned r = dnnl_version()->cpu_runtime;
 	if (r == DNNL_RUNTIME_OMP)
-		return g_omp_set ? "omp_set_num_threads(n) in the libgomp libdnnl loads, before each primitive is created"
-				 : "OpenMP runtime but omp_set_num_threads not found: threads not controlled";
+		return g_omp_set ? "omp_set_num_threads(n) in the libgomp libdnnl loads, before "
+		                   "each primitive is created"
+		                 : "OpenMP runtime but omp_set_num_threads not found: threads not "
+		                   "controlled";
 	if (r == DNNL_RUNTIME_SEQ)
 		return "sequential build: always 1 thread";
 	return "runtime threads not controllable from C here";
@@ -234,7 +237,7 @@ md2(dnnl_memory_desc_t *md, int64_t d0, int64_t d1, dnnl_format_tag_t tag)
 
 OnePrim *
 one_matmul(int B, int M, int N, int K, bool tb, const float *a, const float *w, const float *bias,
-	   bool gelu, float *c, char *why, size_t whylen)
+           bool gelu, float *c, char *why, size_t whylen)
 {
 	if (one_missing()) {
 		snprintf(why, whylen, "%s", g_missing);
@@ -312,7 +315,7 @@ one_softmax(int rows, int cols, const float *x, float *y, char *why, size_t whyl
 
 OnePrim *
 one_layernorm(int rows, int cols, float eps, const float *x, const float *gamma, const float *beta,
-	      float *y, char *why, size_t whylen)
+              float *y, char *why, size_t whylen)
 {
 	if (one_missing()) {
 		snprintf(why, whylen, "%s", g_missing);
@@ -327,7 +330,7 @@ one_layernorm(int rows, int cols, float eps, const float *x, const float *gamma,
 	md[3] = md[2];
 	dnnl_layer_normalization_desc_t d;
 	dnnl_status_t st = dnnl_layer_normalization_forward_desc_init(
-		&d, dnnl_forward_inference, &md[0], NULL, eps, dnnl_use_scale | dnnl_use_shift);
+	    &d, dnnl_forward_inference, &md[0], NULL, eps, dnnl_use_scale | dnnl_use_shift);
 	if (st == dnnl_success)
 		st = dnnl_primitive_desc_create(&p->pd, &d, NULL, g_eng, NULL);
 	if (st != dnnl_success) {
@@ -354,8 +357,8 @@ one_eltwise(bool gelu, int64_t n, const float *x, float *y, char *why, size_t wh
 	md[1] = md[0];
 	dnnl_eltwise_desc_t d;
 	dnnl_status_t st = dnnl_eltwise_forward_desc_init(
-		&d, dnnl_forward_inference, gelu ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_logistic,
-		&md[0], 0.f, 0.f);
+	    &d, dnnl_forward_inference, gelu ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_logistic,
+	    &md[0], 0.f, 0.f);
 	if (st == dnnl_success)
 		st = dnnl_primitive_desc_create(&p->pd, &d, NULL, g_eng, NULL);
 	if (st != dnnl_success) {
@@ -438,9 +441,10 @@ missing(char *why, size_t whylen)
 
 OnePrim *
 one_matmul(int B, int M, int N, int K, bool tb, const float *a, const float *w, const float *bias,
-	   bool gelu, float *c, char *why, size_t whylen)
+           bool gelu, float *c, char *why, size_t whylen)
 {
-	(void)B, (void)M, (void)N, (void)K, (void)tb, (void)a, (void)w, (void)bias, (void)gelu, (void)c;
+	(void)B, (void)M, (void)N, (void)K, (void)tb, (void)a, (void)w, (void)bias, (void)gelu,
+	    (void)c;
 	return missing(why, whylen);
 }
 
@@ -453,7 +457,7 @@ one_softmax(int rows, int cols, const float *x, float *y, char *why, size_t whyl
 
 OnePrim *
 one_layernorm(int rows, int cols, float eps, const float *x, const float *gamma, const float *beta,
-	      float *y, char *why, size_t whylen)
+              float *y, char *why, size_t whylen)
 {
 	(void)rows, (void)cols, (void)eps, (void)x, (void)gamma, (void)beta, (void)y;
 	return missing(why, whylen);

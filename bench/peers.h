@@ -48,13 +48,13 @@ bool one_threads(int n);
  * gelu, a gelu_tanh post-op: one fused primitive. NULL on failure, with
  * the reason in why. Operands are bound at creation; one_run executes. */
 OnePrim *one_matmul(int B, int M, int N, int K, bool tb, const float *a, const float *w,
-		    const float *bias, bool gelu, float *c, char *why, size_t whylen);
+                    const float *bias, bool gelu, float *c, char *why, size_t whylen);
 /* softmax over the last axis of a [rows, cols] tensor (forward inference). */
 OnePrim *one_softmax(int rows, int cols, const float *x, float *y, char *why, size_t whylen);
 /* layer normalisation over the last axis of [rows, cols] with scale gamma
  * and shift beta (forward inference: statistics computed, not returned). */
 OnePrim *one_layernorm(int rows, int cols, float eps, const float *x, const float *gamma,
-		       const float *beta, float *y, char *why, size_t whylen);
+                       const float *beta, float *y, char *why, size_t whylen);
 /* y = gelu_tanh(x) (gelu) or logistic(x) over n floats: oneDNN's eltwise
  * primitive, its hand-written JIT kernels for the same math as the GeLU
  * and Sigmoid chains. */
@@ -69,7 +69,7 @@ void one_free(OnePrim *p);
 
 /* STREAM triad task over [lo, hi): a = b + 3c. */
 void kref_triad(float *restrict a, const float *restrict b, const float *restrict c, int64_t lo,
-		int64_t hi);
+                int64_t hi);
 /* The epilogue after sgemm: rows [r0, r1) of c[., n] become
  * gelu_tanh(c + bias) in place (MindSpore's tanh form). */
 void kref_bias_gelu(float *c, const float *bias, int64_t n, int64_t r0, int64_t r1);

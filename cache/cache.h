@@ -71,13 +71,13 @@ typedef struct CacheKernelPut {
 	KcDigest workload_key;
 	const char *canonical; /* workload canonical JSON */
 	size_t canonical_len;
-	const char *target;    /* resolved target name */
+	const char *target; /* resolved target name */
 	KcDigest kernel_id;
-	const char *meta;      /* metadata JSON (without object_base64) */
+	const char *meta; /* metadata JSON (without object_base64) */
 	size_t meta_len;
 	const void *object;
 	size_t object_len;
-	const char *ir;        /* may be NULL */
+	const char *ir; /* may be NULL */
 	size_t ir_len;
 } CacheKernelPut;
 
@@ -116,13 +116,13 @@ typedef struct CacheScheduleIn {
 
 /* Decides a merge: true if `incoming` should replace `existing`. */
 typedef bool (*CacheBetterFn)(const char *existing, size_t existing_len, const char *incoming,
-			      size_t incoming_len, void *arg);
+                              size_t incoming_len, void *arg);
 
 /* One stored schedule as seen by cache_scan_schedules. Pointers are valid
  * only during the callback (they point into the map). `workload` is NULL
  * when the workload record is missing or fails its checksum. */
 typedef void (*CacheScheduleFn)(void *arg, const KcDigest *workload_key, const char *workload,
-				size_t workload_len, const char *record, size_t record_len);
+                                size_t workload_len, const char *record, size_t record_len);
 
 /* Where a scan of the schedules stands; zero-initialise to start. */
 typedef struct CacheScanPos {
@@ -153,13 +153,13 @@ KcStatus cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err);
 /* Read one part of a kernel into *out (appended; caller frees with
  * kc_buf_free). KC_NOT_FOUND on a miss or a checksum failure. */
 KcStatus cache_get_part(Cache *c, const KcDigest *kernel_id, CachePart part, KcBuf *out,
-			KcErr *err);
+                        KcErr *err);
 /* cache_get_part, and on KC_OK the SHA-256 of the part's bytes in *digest
  * (may be NULL): the frame checksum, verified against those bytes by this
  * read, so a caller comparing it with a digest it knows (the object's
  * object_sha256) needs no second hash of the bytes. */
 KcStatus cache_get_part_digest(Cache *c, const KcDigest *kernel_id, CachePart part, KcBuf *out,
-			       KcDigest *digest, KcErr *err);
+                               KcDigest *digest, KcErr *err);
 /* The frame checksums the stored parts[0..n-1] of a kernel claim, into
  * out[0..n-1], in one read transaction; the parts' bytes are neither
  * copied nor hashed, so this verifies nothing. It is for a caller holding
@@ -168,28 +168,28 @@ KcStatus cache_get_part_digest(Cache *c, const KcDigest *kernel_id, CachePart pa
  * and what that caller serves is its own verified copy. Counts as an
  * access (LRU). KC_NOT_FOUND if a part is missing or not a frame. */
 KcStatus cache_peek_digests(Cache *c, const KcDigest *kernel_id, const CachePart *parts, int n,
-			    KcDigest *out, KcErr *err);
+                            KcDigest *out, KcErr *err);
 /* Add a part to an existing kernel (used for lazily made assembly). */
 KcStatus cache_put_part(Cache *c, const KcDigest *kernel_id, CachePart part, const void *data,
-			size_t len, KcErr *err);
+                        size_t len, KcErr *err);
 
 /* The canonical graph of a workload. KC_NOT_FOUND if unknown. */
 KcStatus cache_get_workload(Cache *c, const KcDigest *workload_key, KcBuf *out, KcErr *err);
 KcStatus cache_put_workload(Cache *c, const KcDigest *workload_key, const char *canonical,
-			    size_t len, KcErr *err);
+                            size_t len, KcErr *err);
 
 /* The kernel last compiled for (workload, target). KC_NOT_FOUND if none. */
 KcStatus cache_get_index(Cache *c, const KcDigest *workload_key, const char *target,
-			 KcDigest *kernel_id, KcErr *err);
+                         KcDigest *kernel_id, KcErr *err);
 
 /* Tuned schedule records, one per (workload, target); put replaces. The
  * record is JSON text, validated by the caller. cache_put_schedule returns
  * only after the commit is on disk (mdb_env_sync), so an acknowledged
  * record survives an OS crash too. */
 KcStatus cache_put_schedule(Cache *c, const KcDigest *workload_key, const char *target,
-			    const char *record, size_t len, KcErr *err);
-KcStatus cache_get_schedule(Cache *c, const KcDigest *workload_key, const char *target,
-			    KcBuf *out, KcErr *err);
+                            const char *record, size_t len, KcErr *err);
+KcStatus cache_get_schedule(Cache *c, const KcDigest *workload_key, const char *target, KcBuf *out,
+                            KcErr *err);
 /* Appends every record of the workload as a JSON array ("[...]", "[]" when
  * none) to *out. */
 KcStatus cache_list_schedules(Cache *c, const KcDigest *workload_key, KcBuf *out, KcErr *err);
@@ -200,13 +200,13 @@ KcStatus cache_list_schedules(Cache *c, const KcDigest *workload_key, KcBuf *out
  * their canonical text. All or nothing: on failure nothing is stored.
  * Synced to disk before returning KC_OK. */
 KcStatus cache_merge_schedules(Cache *c, CacheScheduleIn *items, size_t n, CacheBetterFn better,
-			       void *arg, KcErr *err);
+                               void *arg, KcErr *err);
 
 /* Calls fn for up to max_records schedule records after *pos, in key
  * order, in one short read transaction, and advances *pos (pos->done once
  * every record was given). A record failing its checksum is skipped. */
-KcStatus cache_scan_schedules(Cache *c, CacheScanPos *pos, size_t max_records,
-			      CacheScheduleFn fn, void *arg, KcErr *err);
+KcStatus cache_scan_schedules(Cache *c, CacheScanPos *pos, size_t max_records, CacheScheduleFn fn,
+                              void *arg, KcErr *err);
 
 /* Deletes a kernel: every part, its access stamp, and the kindex entry if
  * it still points at it. KC_NOT_FOUND if it has no part. */

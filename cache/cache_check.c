@@ -51,8 +51,8 @@ move_aside(const char *dir, const char *path, const char *why)
 	for (int i = 1; access(dst, F_OK) == 0 && i < 1000; i++)
 		snprintf(dst, sizeof dst, "%s.damaged-%s-%d", path, when, i);
 	if (rename(path, dst) != 0) {
-		kc_log(KC_LOG_ERROR, "cache: %s is damaged (%s) and cannot be moved aside: %s", path,
-		       why, strerror(errno));
+		kc_log(KC_LOG_ERROR, "cache: %s is damaged (%s) and cannot be moved aside: %s",
+		       path, why, strerror(errno));
 		return false;
 	}
 	snprintf(lock, sizeof lock, "%s/lock.mdb", dir);
@@ -98,7 +98,8 @@ map_base(ino_t ino)
 	while (fgets(line, sizeof line, f)) {
 		unsigned long lo, hi, off, in;
 		char perms[8], dev[16];
-		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &off, dev, &in) == 6 &&
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &off, dev, &in) ==
+		        6 &&
 		    in == (unsigned long)ino && off == 0) {
 			base = (const char *)(uintptr_t)lo;
 			break;
@@ -222,8 +223,8 @@ check_child(const char *dir, const char *path, char *why, size_t cap)
 		rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0600);
 	if (rc != MDB_SUCCESS) {
 		snprintf(why, cap, "LMDB cannot open it: %s", mdb_strerror(rc));
-		code = damage_code(rc) || rc == ENOMEM || rc == EINVAL ? CHILD_DAMAGED
-		                                                      : CHILD_CANNOT;
+		code =
+		    damage_code(rc) || rc == ENOMEM || rc == EINVAL ? CHILD_DAMAGED : CHILD_CANNOT;
 		goto done;
 	}
 	if (mdb_env_info(env, &info) != MDB_SUCCESS || mdb_env_stat(env, &est) != MDB_SUCCESS) {
@@ -254,8 +255,7 @@ check_child(const char *dir, const char *path, char *why, size_t cap)
 	if (rc == MDB_SUCCESS)
 		rc = mdb_cursor_open(txn, main_dbi, &cur);
 	for (int crc = rc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : MDB_NOTFOUND;
-	     rc == MDB_SUCCESS && crc == MDB_SUCCESS;
-	     crc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+	     rc == MDB_SUCCESS && crc == MDB_SUCCESS; crc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		char name[128];
 		MDB_dbi dbi;
 		if (k.mv_size == 0 || k.mv_size >= sizeof name || memchr(k.mv_data, 0, k.mv_size)) {

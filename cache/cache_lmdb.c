@@ -862,8 +862,8 @@ cache_merge_schedules(Cache *c, CacheScheduleIn *items, size_t n, CacheBetterFn 
 }
 
 KcStatus
-cache_scan_schedules(Cache *c, CacheScanPos *pos, size_t max_records, CacheScheduleFn fn,
-                     void *arg, KcErr *err)
+cache_scan_schedules(Cache *c, CacheScanPos *pos, size_t max_records, CacheScheduleFn fn, void *arg,
+                     KcErr *err)
 {
 	MDB_txn *txn = NULL;
 	MDB_cursor *cur = NULL;

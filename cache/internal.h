@@ -75,8 +75,7 @@ KcStatus lmdb_fail(Cache *c, KcErr *err, int rc, const char *what);
 int txn_begin(Cache *c, unsigned flags, MDB_txn **txn); /* takes the gate shared */
 void txn_abort(Cache *c, MDB_txn *txn);                 /* releases it */
 int txn_commit(Cache *c, MDB_txn *txn);                 /* releases it */
-KcStatus write_txn(Cache *c, WriteFn fn, void *arg, unsigned flags, const char *what,
-		   KcErr *err);
+KcStatus write_txn(Cache *c, WriteFn fn, void *arg, unsigned flags, const char *what, KcErr *err);
 uint64_t used_bytes(Cache *c); /* pages in use in every database * page size */
 
 /* cache_evict.c */

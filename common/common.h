@@ -40,10 +40,9 @@ typedef struct KcErr {
 /* Record an error unless one is already recorded (the root cause wins).
  * Returns err->status so callers can write `return kc_fail(...)`.
  * `where` may be NULL. Control characters in the message are replaced. */
-KcStatus kc_fail(KcErr *err, KcStatus st, const char *where, const char *fmt, ...)
-	KC_PRINTF(4, 5);
+KcStatus kc_fail(KcErr *err, KcStatus st, const char *where, const char *fmt, ...) KC_PRINTF(4, 5);
 
-int kc_http_status(KcStatus st);       /* from errors.def */
+int kc_http_status(KcStatus st);         /* from errors.def */
 const char *kc_status_code(KcStatus st); /* wire code, e.g. "unsupported_op" */
 const char *kc_status_text(KcStatus st); /* short English text */
 
@@ -141,8 +140,8 @@ void kc_artifact_message(KcBuf *out, const char *kernel_id, const char *object_s
                          const char *workload_key, const char *symbol);
 
 /* ---- time and logging ------------------------------------------------- */
-int64_t kc_now_us(void);       /* CLOCK_MONOTONIC, microseconds */
-int64_t kc_wall_s(void);       /* CLOCK_REALTIME, seconds since the epoch */
+int64_t kc_now_us(void);                       /* CLOCK_MONOTONIC, microseconds */
+int64_t kc_wall_s(void);                       /* CLOCK_REALTIME, seconds since the epoch */
 void kc_iso8601(int64_t wall_s, char out[32]); /* "2026-11-30T09:41:00Z" */
 
 typedef enum KcLogLevel { KC_LOG_DEBUG, KC_LOG_INFO, KC_LOG_WARN, KC_LOG_ERROR } KcLogLevel;

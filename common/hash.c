@@ -90,8 +90,8 @@ kc_base64(const void *data, size_t len, size_t *out_len)
 		size_t chunk = len - done;
 		if (chunk > 3u * 1024 * 1024)
 			chunk = 3u * 1024 * 1024;
-		int k = EVP_EncodeBlock((unsigned char *)out + w, (const unsigned char *)data + done,
-					(int)chunk);
+		int k = EVP_EncodeBlock((unsigned char *)out + w,
+		                        (const unsigned char *)data + done, (int)chunk);
 		KC_ASSERT(k >= 0);
 		w += (size_t)k;
 		done += chunk;

@@ -51,7 +51,7 @@ kc_log(KcLogLevel lvl, const char *fmt, ...)
 	gmtime_r(&ts.tv_sec, &tm);
 	int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
 	n += snprintf(line + n, sizeof line - (size_t)n, ".%03ldZ %s ", ts.tv_nsec / 1000000L,
-		      names[lvl]);
+	              names[lvl]);
 	va_list ap;
 	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

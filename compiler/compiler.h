@@ -57,10 +57,10 @@ typedef enum KcBackendKind {
  * CPU's LLVM 19 features with the explicit ones applied, implications
  * included: kc_target_features), by the rules targets.def states. */
 typedef struct KcTarget {
-	char name[1024];    /* e.g. "x86_64-skylake-avx512" or "x86_64-x86-64+avx2+fma" */
-	char triple[64];    /* e.g. "x86_64-unknown-linux-gnu" */
-	char cpu[64];       /* LLVM CPU name, e.g. "skylake-avx512", "x86-64" */
-	char features[1024];/* explicit LLVM feature string, e.g. "+avx2,+fma" */
+	char name[1024];     /* e.g. "x86_64-skylake-avx512" or "x86_64-x86-64+avx2+fma" */
+	char triple[64];     /* e.g. "x86_64-unknown-linux-gnu" */
+	char cpu[64];        /* LLVM CPU name, e.g. "skylake-avx512", "x86-64" */
+	char features[1024]; /* explicit LLVM feature string, e.g. "+avx2,+fma" */
 	KcBackendKind backend;
 	char isa_level[16]; /* "x86-64-v1".."x86-64-v4" ("x86-32": no 64-bit
 	                     * mode); "armv8-a", "armv8.2-a", "armv9-a", ... */
@@ -79,9 +79,9 @@ typedef struct KcArgInfo {
 	const char *tensor_name; /* as written in the request */
 	const char *dtype;       /* composite spelling: "float32", "bool", ... */
 	int rank;
-	const int64_t *shape;    /* rank entries; valid while the CompileCtx lives */
-	int writes_input;        /* an output yielded by Assign/InplaceAssign: the
-	                          * kernel input the kernel writes in place; else -1 */
+	const int64_t *shape; /* rank entries; valid while the CompileCtx lives */
+	int writes_input;     /* an output yielded by Assign/InplaceAssign: the
+	                       * kernel input the kernel writes in place; else -1 */
 } KcArgInfo;
 
 /* Workload identity: the canonical serialisation and its SHA-256. */
@@ -113,13 +113,13 @@ typedef struct KcCompileOptions {
 
 /* A compiled kernel. Buffers are malloc'd and owned by the artifact. */
 typedef struct KcArtifact {
-	char symbol[160];       /* exported entry point */
-	unsigned char *object;  /* ELF shared object bytes */
+	char symbol[160];      /* exported entry point */
+	unsigned char *object; /* ELF shared object bytes */
 	size_t object_len;
-	char *ir;               /* optimised LLVM IR text, or NULL */
+	char *ir; /* optimised LLVM IR text, or NULL */
 	size_t ir_len;
-	double compile_ms;      /* wall time of kc_compile */
-	double link_ms;         /* part of compile_ms spent linking */
+	double compile_ms; /* wall time of kc_compile */
+	double link_ms;    /* part of compile_ms spent linking */
 } KcArtifact;
 
 /* ---- process-wide set-up (server/main.c, before threads) -------------- */
@@ -143,11 +143,11 @@ Arena *compile_ctx_arena(CompileCtx *c);
  *   KC_BAD_GRAPH, KC_UNSUPPORTED_OP, KC_UNSUPPORTED_DTYPE, KC_BAD_SHAPE,
  *   KC_UNSUPPORTED       invalid or unsupported graph (422)
  * with err->where a JSON pointer into the document. */
-KcStatus kc_parse(CompileCtx *c, const char *json, size_t len, const KcLimits *lim,
-		  KcGraph **out, KcErr *err);
+KcStatus kc_parse(CompileCtx *c, const char *json, size_t len, const KcLimits *lim, KcGraph **out,
+                  KcErr *err);
 
 const char *kc_graph_name(const KcGraph *g); /* the body's "op" */
-int kc_graph_nargs(const KcGraph *g);         /* inputs + outputs */
+int kc_graph_nargs(const KcGraph *g);        /* inputs + outputs */
 void kc_graph_arg(const KcGraph *g, int i, KcArgInfo *out);
 
 /* Canonical form and workload_key of a parsed graph: invariant under tensor
@@ -209,8 +209,8 @@ KcSchedule *kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget 
  * "/knobs/stages/0/tile"). g NULL (a workload this process has not seen):
  * the template must be a known one and "stages" is not counted. */
 KcStatus kc_schedule_from_json(CompileCtx *c, const KcGraph *g, const KcTarget *t,
-			       const char *template_name, const char *knobs_json,
-			       KcSchedule **out, KcErr *err);
+                               const char *template_name, const char *knobs_json, KcSchedule **out,
+                               KcErr *err);
 const char *kc_schedule_template(const KcSchedule *s);
 /* Canonical knobs JSON object (sorted keys, no spaces), in the arena. */
 const char *kc_schedule_knobs_json(const KcSchedule *s);
@@ -327,7 +327,7 @@ void kc_schedule_record_print(const KcScheduleRecord *r, KcBuf *out);
 /* kernel_id = SHA-256 of (workload key, resolved target, template, knobs,
  * build id, LLVM version). */
 void kc_kernel_id(const KcDigest *workload_key, const KcTarget *t, const KcSchedule *s,
-		  const char *build_id, KcDigest *out);
+                  const char *build_id, KcDigest *out);
 
 /* ---- compiling ----------------------------------------------------------
  * Lower, schedule, emit LLVM IR, optimise, emit an object and link a shared
@@ -335,7 +335,7 @@ void kc_kernel_id(const KcDigest *workload_key, const KcTarget *t, const KcSched
  * internal failure, KC_UNSUPPORTED (422) for what the backend cannot do
  * yet. On failure *out is left empty. */
 KcStatus kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule *s,
-		    const KcCompileOptions *opts, KcArtifact *out, KcErr *err);
+                    const KcCompileOptions *opts, KcArtifact *out, KcErr *err);
 void kc_artifact_free(KcArtifact *a); /* NULL allowed */
 
 /* The dump section name of a pass ("graph", "emit-llvm", ...; passes.def).
@@ -357,17 +357,17 @@ KcStatus kc_ir_to_asm(const char *ir, size_t ir_len, const KcTarget *t, KcBuf *o
  * then outputs; contiguous row-major, docs/abi.md); outputs are fully
  * written, and, as the kernel does, Assign/InplaceAssign write their
  * source into the destination input's buffer (all inputs are read first;
- * pass copies if the caller still needs the originals). Live intermediate memory is bounded by max_bytes (0: no bound):
- * KC_TOO_LARGE (413) above it. Thread-safe on distinct contexts. */
+ * pass copies if the caller still needs the originals). Live intermediate memory is bounded by
+ * max_bytes (0: no bound): KC_TOO_LARGE (413) above it. Thread-safe on distinct contexts. */
 KcStatus kc_interp(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_bytes,
-		   KcErr *err);
+                   KcErr *err);
 /* kc_interp that also fills ties[j] (one byte per element of output j;
  * `ties` NULL: none) with 1 where the element depends on a float
  * comparison whose operands were within rounding distance (1e-6
  * relative, 2e-3 with float16/bfloat16 upstream): there a correct kernel
  * may legitimately differ, so comparisons skip those elements. */
 KcStatus kc_interp_ties(CompileCtx *c, const KcGraph *g, void *const *args, size_t max_bytes,
-			uint8_t *const *ties, KcErr *err);
+                        uint8_t *const *ties, KcErr *err);
 /* True if a float16/bfloat16 value is upstream of kernel output `output`
  * (0-based among the outputs): comparisons then use the 1e-2 tolerance. */
 bool kc_interp_half_upstream(CompileCtx *c, const KcGraph *g, int output);

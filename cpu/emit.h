@@ -41,8 +41,8 @@ typedef struct Em {
 /* emit_expr.c */
 LLVMValueRef em_expr(Em *E, const LnExpr *e);                    /* memoised */
 void em_store(Em *E, int buf, const LnIdx *idx, LLVMValueRef v); /* narrows */
-bool em_is_float(KcDtype dt);  /* float16, bfloat16, float32, float64 */
-bool em_is_signed(KcDtype dt); /* signed integers */
+bool em_is_float(KcDtype dt);            /* float16, bfloat16, float32, float64 */
+bool em_is_signed(KcDtype dt);           /* signed integers */
 LLVMTypeRef em_ctype(Em *E, KcDtype dt); /* compute type */
 LLVMTypeRef em_stype(Em *E, KcDtype dt); /* storage type */
 /* v (compute type of `from`) as the compute type of `to`, rounding halves */
@@ -57,7 +57,7 @@ LLVMValueRef em_load_at(Em *E, KcDtype dt, LLVMValueRef p);
 void em_store_at(Em *E, KcDtype dt, LLVMValueRef p, LLVMValueRef v);
 
 /* emit_llvm.c */
-void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp);       /* !llvm.loop */
+void em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp); /* !llvm.loop */
 /* !llvm.loop for a loop of exactly width x unroll iterations, to become
  * unroll vector ops each: vectorised, interleaved, and never fully unrolled
  * as scalars first (O3 runs its full unroll before the loop vectorizer, and

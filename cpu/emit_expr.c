@@ -88,9 +88,8 @@ static LLVMTypeRef
 like(LLVMValueRef v, LLVMTypeRef elem)
 {
 	LLVMTypeRef t = LLVMTypeOf(v);
-	return LLVMGetTypeKind(t) == LLVMVectorTypeKind
-	           ? LLVMVectorType(elem, LLVMGetVectorSize(t))
-	           : elem;
+	return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMVectorType(elem, LLVMGetVectorSize(t))
+	                                                : elem;
 }
 
 static LLVMValueRef
@@ -197,7 +196,7 @@ em_cast(Em *E, LLVMValueRef v, KcDtype from, KcDtype to)
 	if (em_is_float(to)) {
 		LLVMTypeRef via = is_half(to) ? E->f64 : tt; /* exact for <= 53-bit ints */
 		v = em_is_signed(from) ? LLVMBuildSIToFP(b, v, via, "")
-		                    : LLVMBuildUIToFP(b, v, via, "");
+		                       : LLVMBuildUIToFP(b, v, via, "");
 		return is_half(to) ? round_dt(E, to_f32_odd(E, v), to) : v;
 	}
 	/* integer (or bool) -> integer */
@@ -205,7 +204,8 @@ em_cast(Em *E, LLVMValueRef v, KcDtype from, KcDtype to)
 	if (fw > tw)
 		return LLVMBuildTrunc(b, v, tt, "");
 	if (fw < tw)
-		return em_is_signed(from) ? LLVMBuildSExt(b, v, tt, "") : LLVMBuildZExt(b, v, tt, "");
+		return em_is_signed(from) ? LLVMBuildSExt(b, v, tt, "")
+		                          : LLVMBuildZExt(b, v, tt, "");
 	return v;
 }
 
@@ -250,7 +250,6 @@ em_elem_ptr(Em *E, int buf, const LnIdx *idx)
 	                             "");
 }
 
-
 /* Loads a dtype element at p and widens it to its compute type. */
 LLVMValueRef
 em_load_at(Em *E, KcDtype dt, LLVMValueRef p)
@@ -285,7 +284,7 @@ emit_load(Em *E, const LnExpr *e)
 		unsigned w = LLVMGetIntTypeWidth(LLVMTypeOf(d));
 		if (w < 64)
 			d = em_is_signed(e->dyn->dtype) ? LLVMBuildSExt(b, d, E->i64, "")
-			                             : LLVMBuildZExt(b, d, E->i64, "");
+			                                : LLVMBuildZExt(b, d, E->i64, "");
 		LLVMValueRef zero = LLVMConstInt(E->i64, 0, 0);
 		LLVMValueRef hi = LLVMConstInt(E->i64, (unsigned long long)(e->dyn_extent - 1), 0);
 		if (em_is_signed(e->dyn->dtype))
@@ -375,19 +374,18 @@ emit_floor_divmod(Em *E, IrOp op, KcDtype dt, LLVMValueRef a, LLVMValueRef c)
 		m = LLVMBuildFRem(b, a, c, "");
 		if (op == IR_OP_MOD)
 			return m;
-		adj = LLVMBuildAnd(
-		    b, LLVMBuildFCmp(b, LLVMRealONE, m, zero, ""),
-		    LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, m, zero, ""),
-		                 LLVMBuildFCmp(b, LLVMRealOLT, c, zero, ""), ""),
-		    "");
+		adj = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, m, zero, ""),
+		                   LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, m, zero, ""),
+		                                LLVMBuildFCmp(b, LLVMRealOLT, c, zero, ""), ""),
+		                   "");
 		return LLVMBuildSelect(b, adj, LLVMBuildFAdd(b, m, c, ""), m, "");
 	}
 	one = LLVMConstInt(t, 1, 0);
 	isz = LLVMBuildICmp(b, LLVMIntEQ, c, zero, "");
 	if (!em_is_signed(dt)) {
 		LLVMValueRef d = LLVMBuildSelect(b, isz, one, c, "");
-		LLVMValueRef r = op == IR_OP_FLOOR_DIV ? LLVMBuildUDiv(b, a, d, "")
-		                                       : LLVMBuildURem(b, a, d, "");
+		LLVMValueRef r =
+		    op == IR_OP_FLOOR_DIV ? LLVMBuildUDiv(b, a, d, "") : LLVMBuildURem(b, a, d, "");
 		return LLVMBuildSelect(b, isz, zero, r, "");
 	}
 	LLVMValueRef ism1 = LLVMBuildICmp(b, LLVMIntEQ, c, LLVMConstAllOnes(t), "");

@@ -472,7 +472,8 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				LLVMBuildBr(b, bd);
 				LLVMPositionBuilderAtEnd(b, bs);
 				LLVMValueRef c = em_loop_open(E, &lc, c0, c1, 1, "packs_c");
-				LLVMValueRef kk = em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
+				LLVMValueRef kk =
+				    em_loop_open(E, &lkk, k64(E, 0), kcur, 1, "packs_k");
 				pack_elem(E, G, Bb, panel, pc, kk, nbase, c, nr);
 				em_plain_md(E, em_loop_close(E, &lkk), 1);
 				em_plain_md(E, em_loop_close(E, &lc), 1);

@@ -33,7 +33,6 @@
 #define RT_NUM_THREADS 40
 #define CHUNK_ALIGN 64 /* elements; task boundaries of a flat loop */
 
-
 /* Innermost bodies: a stage's stores; a register reduction's step; an
  * outer-axis reduction's accumulator init, step and final store. */
 enum { EB_STORES, EB_REG_STEP, EB_ACC_INIT, EB_ACC_STEP, EB_ACC_FINAL };
@@ -185,8 +184,8 @@ step_value(Em *E, const LnStage *st, LLVMTypeRef at)
 
 	for (int r = 0; r < n; r++) {
 		if (E->jam)
-			E->var[E->jam_var] =
-			    LLVMBuildAdd(E->b, E->jam_base, LLVMConstInt(E->i64, (unsigned)r, 0), "");
+			E->var[E->jam_var] = LLVMBuildAdd(E->b, E->jam_base,
+			                                  LLVMConstInt(E->i64, (unsigned)r, 0), "");
 		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
 		LLVMValueRef v = em_expr(E, sto->value);
 		if (!v)
@@ -219,9 +218,9 @@ emit_jam(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi)
 	bool ok = true;
 
 	if (full > 0) {
-		E->jam_base = em_loop_open(E, &l, LLVMConstInt(E->i64, 0, 0),
-		                           LLVMConstInt(E->i64, (unsigned long long)full, 0),
-		                           st->jam, "jam");
+		E->jam_base =
+		    em_loop_open(E, &l, LLVMConstInt(E->i64, 0, 0),
+		                 LLVMConstInt(E->i64, (unsigned long long)full, 0), st->jam, "jam");
 		E->jam_var = lp->var;
 		E->jam = st->jam;
 		E->var[lp->var] = E->jam_base;
@@ -320,7 +319,8 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 		if (wide)
 			a = LLVMBuildTrunc(E->b, a, at, "");
 		if (E->body == EB_ACC_FINAL) {
-			r = at != em_ctype(E, dt) ? LLVMBuildFPTrunc(E->b, a, em_ctype(E, dt), "") : a;
+			r = at != em_ctype(E, dt) ? LLVMBuildFPTrunc(E->b, a, em_ctype(E, dt), "")
+			                          : a;
 			em_store(E, sto->buf, sto->idx, r);
 			return true;
 		}
@@ -810,8 +810,6 @@ done:
 }
 
 /* ---- for emit_gemm.c and emit_tile.c --------------------------------------- */
-
-
 
 void
 em_loop_md(Em *E, LLVMValueRef br, const LnLoop *lp)

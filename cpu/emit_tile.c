@@ -358,9 +358,11 @@ subblock(Em *E, const Plan *P, LLVMValueRef p, LLVMValueRef q)
 			}
 			em_transpose(E, rows, vw);
 			if (!P->move) {
-				unsigned al = bytes * (unsigned)vw < LINE ? bytes * (unsigned)vw : LINE;
+				unsigned al =
+				    bytes * (unsigned)vw < LINE ? bytes * (unsigned)vw : LINE;
 				store_rows(E, rows, vw, P->et[k],
-				           gep(E, P->et[k], P->blk[k], k64(E, j * vw)), w, al, false);
+				           gep(E, P->et[k], P->blk[k], k64(E, j * vw)), w, al,
+				           false);
 			}
 		}
 		if (!P->move)

@@ -47,7 +47,7 @@ typedef struct IrOpInfo {
 	const char *name; /* MindSpore primitive name */
 	int arity;        /* tensor inputs; -1 variadic */
 	IrOpKind kind;
-	unsigned flags;   /* OPF_* */
+	unsigned flags; /* OPF_* */
 } IrOpInfo;
 
 extern const IrOpInfo ir_op_info[IR_OP_COUNT]; /* const: not mutable state */
@@ -66,7 +66,7 @@ typedef struct KcDtypeInfo {
 	const char *name;
 	int bytes;
 	KcDtypeClass cls;
-	int type_id;   /* MindSpore TypeId */
+	int type_id; /* MindSpore TypeId */
 	bool supported;
 } KcDtypeInfo;
 
@@ -83,20 +83,20 @@ typedef struct IrGraph IrGraph; /* == KcGraph (compiler.h) */
 
 typedef struct IrValue {
 	IrValueKind kind;
-	int id;           /* dense index into IrGraph.values */
+	int id; /* dense index into IrGraph.values */
 	KcDtype dtype;
 	int rank;
 	int64_t shape[KC_MAX_RANK];
 	int64_t numel;
 	const char *tensor_name; /* as written in the request */
-	int input_index;  /* IRV_INPUT: position in the kernel's input_desc; else -1 */
+	int input_index;         /* IRV_INPUT: position in the kernel's input_desc; else -1 */
 	/* IRV_CONST: the value, already rounded to `dtype` (fval for float
 	 * dtypes, ival for integer and bool dtypes). */
 	double fval;
 	int64_t ival;
-	IrNode *def;      /* IRV_OP: producing node */
-	int def_out;      /* IRV_OP: which output of `def` */
-	int nuses;        /* node operands + kernel outputs referring to it */
+	IrNode *def; /* IRV_OP: producing node */
+	int def_out; /* IRV_OP: which output of `def` */
+	int nuses;   /* node operands + kernel outputs referring to it */
 } IrValue;
 
 /* Semantic attributes, normalised by the parser (noise attrs dropped).
@@ -149,8 +149,8 @@ typedef struct IrAttrs {
 
 struct IrNode {
 	IrOp op;
-	int id;          /* position in IrGraph.nodes */
-	int json_index;  /* index in the request's op_desc, for error pointers */
+	int id;         /* position in IrGraph.nodes */
+	int json_index; /* index in the request's op_desc, for error pointers */
 	int nin;
 	IrValue **in;
 	int nout;
@@ -159,18 +159,18 @@ struct IrNode {
 };
 
 struct IrGraph {
-	const char *name;     /* top-level "op" */
-	const char *process;  /* "cpu", "cuda", "aicore" or NULL */
-	int version;          /* 0, 1 or 2 */
+	const char *name;    /* top-level "op" */
+	const char *process; /* "cpu", "cuda", "aicore" or NULL */
+	int version;         /* 0, 1 or 2 */
 	/* target_info (v1+); each field NULL when absent */
 	const char *ti_arch, *ti_system, *ti_feature, *ti_cpu;
 	const char *compute_capability;
 	int ninputs;
-	IrValue **inputs;     /* kernel input_desc order */
+	IrValue **inputs; /* kernel input_desc order */
 	int noutputs;
-	IrValue **outputs;    /* kernel output_desc order; may repeat an input */
+	IrValue **outputs; /* kernel output_desc order; may repeat an input */
 	int nnodes;
-	IrNode **nodes;       /* topological order */
+	IrNode **nodes; /* topological order */
 	int nvalues;
 	IrValue **values;
 };

@@ -568,8 +568,8 @@ infer_arg(Parser *p, IrNode *nd, const IrValue *decl, const OpAttrs *oa, const c
 		               "%s produces int32 or int64 indices, not %s",
 		               ir_op_info[nd->op].name, kc_dtype_info[decl->dtype].name);
 	if (decl->dtype == KC_DT_INT32 && in->shape[ax] - 1 > INT32_MAX)
-		return kc_fail(p->err, KC_BAD_SHAPE, w_in, "indices along axis %" PRId64
-		               " do not fit int32", ax);
+		return kc_fail(p->err, KC_BAD_SHAPE, w_in,
+		               "indices along axis %" PRId64 " do not fit int32", ax);
 	w = w_in;
 	const cJSON *ot = parse_attr_get(oa, "output_type", &w);
 	if (ot && !cJSON_IsNull(ot) && !parse_dst_type_matches(ot, decl->dtype))
@@ -673,7 +673,8 @@ infer_pool(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 	w = w_in;
 	j = parse_attr_get(oa, "pool_type", &w);
 	if ((c = str_choice(j, "avg", "max")) < 0)
-		return kc_fail(p->err, KC_BAD_GRAPH, w, "Pool2D pool_type must be \"max\" or \"avg\"");
+		return kc_fail(p->err, KC_BAD_GRAPH, w,
+		               "Pool2D pool_type must be \"max\" or \"avg\"");
 	at->pool_max = c == 1;
 	w = w_in;
 	if (!bool_attr(parse_attr_get(oa, "global", &w), &global))
@@ -693,8 +694,9 @@ infer_pool(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 			               ">= 1");
 		w = w_in;
 		if (!conv_pair(parse_attr_get(oa, "strides", &w), at->stride))
-			return kc_fail(p->err, KC_BAD_GRAPH, w,
-			               "strides must be an int, [h, w] or [1, 1, h, w] of ints >= 1");
+			return kc_fail(
+			    p->err, KC_BAD_GRAPH, w,
+			    "strides must be an int, [h, w] or [1, 1, h, w] of ints >= 1");
 		w = w_in;
 		j = parse_attr_get(oa, "pad", &w);
 		if (j && !cJSON_IsNull(j)) {
@@ -706,7 +708,8 @@ infer_pool(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 			for (int k = 0; k < 4; k++) {
 				at->pad[perm[k]] = l[n == 1 ? 0 : k];
 				if (at->pad[perm[k]] < 0)
-					return kc_fail(p->err, KC_BAD_GRAPH, w, "pads must be >= 0");
+					return kc_fail(p->err, KC_BAD_GRAPH, w,
+					               "pads must be >= 0");
 			}
 		}
 		w = w_in;
@@ -732,7 +735,8 @@ infer_pool(Parser *p, IrNode *nd, const OpAttrs *oa, const char *w_in)
 			               "Pool2D pads must be smaller than the kernel");
 		if (span < 0)
 			return kc_fail(p->err, KC_BAD_SHAPE, w_in,
-			               "the %s kernel %" PRId64 " exceeds the padded input %" PRId64,
+			               "the %s kernel %" PRId64
+			               " exceeds the padded input %" PRId64,
 			               d ? "width" : "height", k, in2[d] + lo + hi);
 		osp[d] = (ceil_mode ? span + s - 1 : span) / s + 1;
 		if ((osp[d] - 1) * s >= in2[d] + lo)

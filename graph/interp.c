@@ -364,9 +364,7 @@ op_cell(IrOp op, KcDtype at, KcDtype dt, const Cell *a)
 		break;
 	case IR_OP_FLOOR_DIV:
 	case IR_OP_FLOOR_MOD:
-	case IR_OP_MOD:
-		r = floor_divmod(op, fl, sg, a[0], a[1]);
-		break;
+	case IR_OP_MOD: r = floor_divmod(op, fl, sg, a[0], a[1]); break;
 	case IR_OP_REAL_DIV:
 	case IR_OP_DIV:
 		if (fl)
@@ -804,7 +802,8 @@ conv2d(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 	int64_t H = nhwc ? x->shape[1] : x->shape[2], W = nhwc ? x->shape[2] : x->shape[3];
 	int64_t O = w->shape[0];
 	int64_t KH = nhwc ? w->shape[1] : w->shape[2], KW = nhwc ? w->shape[2] : w->shape[3];
-	int64_t OH = nhwc ? out->shape[1] : out->shape[2], OW = nhwc ? out->shape[2] : out->shape[3];
+	int64_t OH = nhwc ? out->shape[1] : out->shape[2],
+	        OW = nhwc ? out->shape[2] : out->shape[3];
 	int64_t G = at->groups > 0 ? at->groups : 1, CG = C / G, OG = O / G;
 
 	for (int64_t n = 0; n < N; n++)
@@ -815,19 +814,34 @@ conv2d(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 					uint8_t t = 0;
 					for (int64_t kh = 0; kh < KH; kh++)
 						for (int64_t kw = 0; kw < KW; kw++) {
-							int64_t ih = oh * at->stride[0] + kh * at->dilation[0] - at->pad[0];
-							int64_t iw = ow * at->stride[1] + kw * at->dilation[1] - at->pad[2];
+							int64_t ih = oh * at->stride[0] +
+							             kh * at->dilation[0] -
+							             at->pad[0];
+							int64_t iw = ow * at->stride[1] +
+							             kw * at->dilation[1] -
+							             at->pad[2];
 							if (ih < 0 || ih >= H || iw < 0 || iw >= W)
 								continue;
 							for (int64_t ci = 0; ci < CG; ci++) {
 								int64_t c = (o / OG) * CG + ci;
-								int64_t ex = nhwc ? ((n * H + ih) * W + iw) * C + c
-								                  : ((n * C + c) * H + ih) * W + iw;
-								int64_t ew = nhwc ? ((o * KH + kh) * KW + kw) * CG + ci
-								                  : ((o * CG + ci) * KH + kh) * KW + kw;
+								int64_t ex =
+								    nhwc ? ((n * H + ih) * W + iw) *
+								                   C +
+								               c
+								         : ((n * C + c) * H + ih) *
+								                   W +
+								               iw;
+								int64_t ew =
+								    nhwc ? ((o * KH + kh) * KW +
+								            kw) * CG +
+								               ci
+								         : ((o * CG + ci) * KH +
+								            kh) * KW +
+								               kw;
 								s += xv[ex].f * wv[ew].f;
 								if (tout)
-									t |= (tx ? tx[ex] : 0) | (tw ? tw[ew] : 0);
+									t |= (tx ? tx[ex] : 0) |
+									     (tw ? tw[ew] : 0);
 							}
 						}
 					int64_t eo = nhwc ? ((n * OH + oh) * OW + ow) * O + o
@@ -924,7 +938,8 @@ cumulate(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 			for (int64_t q = 0; q < n; q++) {
 				int64_t k = at->reverse ? n - 1 - q : q;
 				int64_t e = (o * n + k) * inner + i;
-				Cell c = {0}; /* set below on every path; gcc -O1 + ASan cannot tell */
+				Cell c = {
+				    0}; /* set below on every path; gcc -O1 + ASan cannot tell */
 				if (at->exclusive) { /* the value before this element */
 					if (fl)
 						c.f = af;
@@ -979,11 +994,13 @@ pool2d(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 					uint8_t t = 0;
 					for (int64_t kh = 0; kh < at->kernel[0]; kh++)
 						for (int64_t kw = 0; kw < at->kernel[1]; kw++) {
-							int64_t ih = h0 + kh - at->pad[0], iw = w0 + kw - at->pad[2];
+							int64_t ih = h0 + kh - at->pad[0],
+							        iw = w0 + kw - at->pad[2];
 							if (ih < 0 || ih >= H || iw < 0 || iw >= W)
 								continue;
-							int64_t ex = nhwc ? ((n * H + ih) * W + iw) * C + c
-							                  : ((n * C + c) * H + ih) * W + iw;
+							int64_t ex =
+							    nhwc ? ((n * H + ih) * W + iw) * C + c
+							         : ((n * C + c) * H + ih) * W + iw;
 							double v = xv[ex].f;
 							if (!at->pool_max)
 								acc += v;
@@ -992,8 +1009,14 @@ pool2d(Interp *I, const IrNode *nd, Cell *r, uint8_t *tout)
 							t |= tx ? tx[ex] : 0;
 						}
 					if (!at->pool_max) {
-						int64_t ch = (h0 + at->kernel[0] < HP ? h0 + at->kernel[0] : HP) - h0;
-						int64_t cw = (w0 + at->kernel[1] < WP ? w0 + at->kernel[1] : WP) - w0;
+						int64_t ch =
+						    (h0 + at->kernel[0] < HP ? h0 + at->kernel[0]
+						                             : HP) -
+						    h0;
+						int64_t cw =
+						    (w0 + at->kernel[1] < WP ? w0 + at->kernel[1]
+						                             : WP) -
+						    w0;
 						acc /= (double)(ch * cw);
 					}
 					int64_t eo = nhwc ? ((n * OH + oh) * OW + ow) * C + c

@@ -31,10 +31,8 @@ static const struct {
 	const char *alias;
 	IrOp op;
 } op_aliases[] = {
-    {"TensorAdd", IR_OP_ADD},
-    {"ArgMax", IR_OP_ARGMAX}, /* akg-mlir and MindSpore's cluster list */
-    {"ArgMin", IR_OP_ARGMIN},
-    {"ASin", IR_OP_ASIN}, /* akg-mlir */
+    {"TensorAdd", IR_OP_ADD}, {"ArgMax", IR_OP_ARGMAX}, /* akg-mlir and MindSpore's cluster list */
+    {"ArgMin", IR_OP_ARGMIN}, {"ASin", IR_OP_ASIN},     /* akg-mlir */
     {"Acos", IR_OP_ACOS},
 };
 

@@ -21,8 +21,6 @@
 
 #include "parse.h"
 
-
-
 /* Known MindSpore/AKG ops that kcsd does not compile yet. */
 /* clang-format off */
 static const char *const later_ops[] = {
@@ -334,11 +332,9 @@ parse_same_shape(const IrValue *a, const IrValue *b)
 
 static const char *const known_attrs[] = {
 #define X(n) #n,
-	PARSE_KNOWN_ATTRS(X)
+    PARSE_KNOWN_ATTRS(X)
 #undef X
 };
-
-
 
 static void
 note_attr(OpAttrs *oa, const char *name, const cJSON *val, const char *w)

@@ -31,18 +31,45 @@ typedef struct Parser {
 } Parser;
 
 /* The attrs some op reads; every other name is noise. */
-#define PARSE_KNOWN_ATTRS(X) \
-	X(axis) X(keep_dims) X(perm) X(multiples) X(begin) X(end) X(strides) X(depth) \
-	X(transpose_a) X(transpose_b) X(begin_mask) X(end_mask) X(ellipsis_mask) \
-	X(new_axis_mask) X(shrink_axis_mask) X(stride) X(dilation) X(pad_list) X(pad) \
-	X(pad_mode) X(kernel_size) X(group) X(groups) X(out_channel) X(format) X(data_format) \
-	X(exclusive) X(reverse) X(output_type) X(global) X(pool_type) X(data_layout) \
+#define PARSE_KNOWN_ATTRS(X)                                                                       \
+	X(axis)                                                                                    \
+	X(keep_dims)                                                                               \
+	X(perm)                                                                                    \
+	X(multiples)                                                                               \
+	X(begin)                                                                                   \
+	X(end)                                                                                     \
+	X(strides)                                                                                 \
+	X(depth)                                                                                   \
+	X(transpose_a)                                                                             \
+	X(transpose_b)                                                                             \
+	X(begin_mask)                                                                              \
+	X(end_mask)                                                                                \
+	X(ellipsis_mask)                                                                           \
+	X(new_axis_mask)                                                                           \
+	X(shrink_axis_mask)                                                                        \
+	X(stride)                                                                                  \
+	X(dilation)                                                                                \
+	X(pad_list)                                                                                \
+	X(pad)                                                                                     \
+	X(pad_mode)                                                                                \
+	X(kernel_size)                                                                             \
+	X(group)                                                                                   \
+	X(groups)                                                                                  \
+	X(out_channel)                                                                             \
+	X(format)                                                                                  \
+	X(data_format)                                                                             \
+	X(exclusive)                                                                               \
+	X(reverse)                                                                                 \
+	X(output_type)                                                                             \
+	X(global)                                                                                  \
+	X(pool_type)                                                                               \
+	X(data_layout)                                                                             \
 	X(round_mode)
 enum {
 #define X(n) PARSE_ATTR_##n,
 	PARSE_KNOWN_ATTRS(X)
 #undef X
-	PARSE_NKNOWN
+	    PARSE_NKNOWN
 };
 
 typedef struct OpAttrs {

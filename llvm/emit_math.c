@@ -282,7 +282,8 @@ math_tanh(LLVMBuilderRef b, LLVMValueRef x)
 		                             1.18534705686654e-04, 1.19825839466702e-06};
 		LLVMValueRef lim = fc(m, 7.99881172180175781);
 		LLVMValueRef xc = SEL(FCMP(LLVMRealOGT, x, lim), lim, x);
-		xc = SEL(FCMP(LLVMRealOLT, xc, LLVMBuildFNeg(b, lim, "")), LLVMBuildFNeg(b, lim, ""), xc);
+		xc = SEL(FCMP(LLVMRealOLT, xc, LLVMBuildFNeg(b, lim, "")),
+		         LLVMBuildFNeg(b, lim, ""), xc);
 		LLVMValueRef x2 = MUL(xc, xc);
 		LLVMValueRef p = MUL(xc, horner(m, x2, al, 7));
 		LLVMValueRef q = horner(m, x2, be, 4);

@@ -130,11 +130,13 @@ widen_half_compares(LLVMModuleRef mod)
 				bool vec = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
 				if ((vec ? LLVMGetElementType(t) : t) != half)
 					continue;
-				LLVMTypeRef w = vec ? LLVMVectorType(f32, LLVMGetVectorSize(t)) : f32;
+				LLVMTypeRef w =
+				    vec ? LLVMVectorType(f32, LLVMGetVectorSize(t)) : f32;
 				LLVMPositionBuilderBefore(b, in);
 				LLVMValueRef x = LLVMBuildFPExt(b, LLVMGetOperand(in, 0), w, "");
 				LLVMValueRef y = LLVMBuildFPExt(b, LLVMGetOperand(in, 1), w, "");
-				LLVMValueRef c = LLVMBuildFCmp(b, LLVMGetFCmpPredicate(in), x, y, "");
+				LLVMValueRef c =
+				    LLVMBuildFCmp(b, LLVMGetFCmpPredicate(in), x, y, "");
 				LLVMReplaceAllUsesWith(in, c);
 				LLVMInstructionEraseFromParent(in);
 			}

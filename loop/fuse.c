@@ -42,7 +42,7 @@
 #define TILE_AUTO 256
 #define TILE_MIN 4
 #define READ_RUN_BYTES 32 /* read_order: the output's runs, at least */
-#define MAX_GROUP 32 /* stages in one fused region, at most */
+#define MAX_GROUP 32      /* stages in one fused region, at most */
 
 /* ---- index helpers -------------------------------------------------------- */
 

@@ -129,29 +129,28 @@ typedef struct LnStore {
  * K-block of kc, B's block is packed into nr-wide panels (zero-padded, on
  * the task's stack), then an mr x nr register-blocked FMA micro-kernel
  * (mr * nr/vw vector accumulators) sweeps the block. A K larger than kc
- * sums its blocks in the float64 workspace acc (float32 within a block). When `epi` names a stage, that
- * injective stage (the elementwise consumer of C: bias, GeLU, cast) is
- * fused: it runs on each finished micro-tile while it is in registers/L1,
- * reading C's values from the tile instead of memory, and is not emitted
- * on its own (LnStage.fused_into). */
+ * sums its blocks in the float64 workspace acc (float32 within a block). When `epi` names a stage,
+ * that injective stage (the elementwise consumer of C: bias, GeLU, cast) is fused: it runs on each
+ * finished micro-tile while it is in registers/L1, reading C's values from the tile instead of
+ * memory, and is not emitted on its own (LnStage.fused_into). */
 typedef struct LnGemm {
-	int a, b, c;                /* buffers */
-	int acc;                    /* float64 workspace summing the K-blocks:
-	                             * per unit a padded mc x nc region
-	                             * (numel 0 when K is one block) */
-	int64_t batch, M, N, K;     /* C is batch x M x N */
-	int64_t a_bs, a_ms, a_ks;   /* element strides of A: batch, row, k */
-	int64_t b_bs, b_ks, b_ns;   /* of B: batch, k, column */
-	int mr, nr, vw;             /* micro-tile rows, columns; vector width */
-	int64_t mc, nc, kc;         /* rows and columns per unit; k per block */
-	int64_t units_m, units_n;   /* ceil(M / mc), ceil(N / nc) */
-	int epi;                    /* fused epilogue stage, -1 = none */
-	bool a_pack;                /* A is a half (float16/bfloat16) buffer:
-	                             * each micro-panel's mr x kc block is
-	                             * converted into a float32 panel on the
-	                             * stack (row-major, or k-major when A is
-	                             * stored along m), then read from there */
-	bool blocked;               /* the blocking is set (sched_apply ran) */
+	int a, b, c;              /* buffers */
+	int acc;                  /* float64 workspace summing the K-blocks:
+	                           * per unit a padded mc x nc region
+	                           * (numel 0 when K is one block) */
+	int64_t batch, M, N, K;   /* C is batch x M x N */
+	int64_t a_bs, a_ms, a_ks; /* element strides of A: batch, row, k */
+	int64_t b_bs, b_ks, b_ns; /* of B: batch, k, column */
+	int mr, nr, vw;           /* micro-tile rows, columns; vector width */
+	int64_t mc, nc, kc;       /* rows and columns per unit; k per block */
+	int64_t units_m, units_n; /* ceil(M / mc), ceil(N / nc) */
+	int epi;                  /* fused epilogue stage, -1 = none */
+	bool a_pack;              /* A is a half (float16/bfloat16) buffer:
+	                           * each micro-panel's mr x kc block is
+	                           * converted into a float32 panel on the
+	                           * stack (row-major, or k-major when A is
+	                           * stored along m), then read from there */
+	bool blocked;             /* the blocking is set (sched_apply ran) */
 } LnGemm;
 
 /* A stage is a perfect loop nest. Injective (nred == 0): every store runs
@@ -178,14 +177,14 @@ typedef struct LnStage {
 	LnLoop loops[LN_MAX_LOOPS]; /* outermost first */
 	int nstores;
 	LnStore *stores;
-	int64_t grain; /* elements per task, at least (parallel) */
-	int nred;      /* reduction loops (0: injective) */
-	int ninner;    /* spatial loops inside the reduction loops */
-	int accbuf;    /* ninner > 0: the accumulator workspace */
-	IrOp red_op;   /* reduction: the combining op */
-	KcDtype acc;   /* reduction: the accumulator dtype (see above) */
-	LnGemm *gemm;  /* a GEMM stage: one parallel loop over its work units,
-	                * no stores (see LnGemm) */
+	int64_t grain;  /* elements per task, at least (parallel) */
+	int nred;       /* reduction loops (0: injective) */
+	int ninner;     /* spatial loops inside the reduction loops */
+	int accbuf;     /* ninner > 0: the accumulator workspace */
+	IrOp red_op;    /* reduction: the combining op */
+	KcDtype acc;    /* reduction: the accumulator dtype (see above) */
+	LnGemm *gemm;   /* a GEMM stage: one parallel loop over its work units,
+	                 * no stores (see LnGemm) */
 	int fused_into; /* >= 0: this injective stage is the epilogue of that
 	                 * GEMM stage and is emitted inside it; -1 otherwise */
 	/* Row fusion (fuse.c, a schedule decision): the lead of a group has
@@ -196,8 +195,8 @@ typedef struct LnStage {
 	 * parallel. fuse_count 0 or 1: a region of its own. */
 	int fuse_count;
 	int fuse_outer;
-	bool fused;     /* a non-lead member of a group */
-	bool fuse_rows; /* knob: may join a group */
+	bool fused;       /* a non-lead member of a group */
+	bool fuse_rows;   /* knob: may join a group */
 	bool nontemporal; /* knob "stream": may store non-temporally */
 	/* Unroll-and-jam of an outer-axis reduction (ninner > 0; knob "jam",
 	 * sched_apply): its last reduction loop steps jam rows at a time, the
@@ -207,7 +206,7 @@ typedef struct LnStage {
 	 * accumulator's loads and stores jam-fold (a column sum then streams
 	 * its input). */
 	int jam;
-	int rfactor;    /* knob: 0 auto, 1 off, n >= 2 partials (fuse.c) */
+	int rfactor; /* knob: 0 auto, 1 off, n >= 2 partials (fuse.c) */
 	/* Transpose tiling (fuse.c sched_tile, a schedule decision): > 0 in an
 	 * injective stage that writes along its innermost loop and reads some
 	 * input along the one outside it. Its last two loops then run in

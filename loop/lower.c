@@ -610,8 +610,7 @@ plan_groups(const IrGraph *g, Plan *P)
  * itself unless materialised (a load), and through the operands of what it
  * inlines. uses[v] counts the distinct roots. */
 static void
-reach(const IrGraph *g, const Plan *P, const IrValue *v, int root, int *stamp, int *uses,
-      bool top)
+reach(const IrGraph *g, const Plan *P, const IrValue *v, int root, int *stamp, int *uses, bool top)
 {
 	if (v->kind != IRV_OP || (!top && P->mat[v->id]) || stamp[v->id] == root)
 		return;
@@ -965,8 +964,8 @@ red_store(LoopNest *ln, LnStage *st, IrOp red_op, int buf, LnIdx *sidx, LnExpr *
 	one_store(ln, st, buf, sidx, value);
 	st->accbuf = -1;
 	if (st->ninner > 0)
-		st->accbuf = workspace_raw(ln, arena_printf(ln->arena, "%s:acc", name), st->acc,
-		                           numel);
+		st->accbuf =
+		    workspace_raw(ln, arena_printf(ln->arena, "%s:acc", name), st->acc, numel);
 }
 
 static KcStatus
@@ -1116,8 +1115,8 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
  * sets their strides. Until the schedule sets a blocking, one unit per
  * batch (mc = M, nc = N, kc = K). */
 static LnGemm *
-gemm_stage_new(Lower *L, const IrValue *v, int buf, int a, int b, int *s, int64_t batch,
-               int64_t M, int64_t N, int64_t K)
+gemm_stage_new(Lower *L, const IrValue *v, int buf, int a, int b, int *s, int64_t batch, int64_t M,
+               int64_t N, int64_t K)
 {
 	LoopNest *ln = L->ln;
 	LnGemm *G = ARENA_NEW(ln->arena, LnGemm);
@@ -1445,9 +1444,9 @@ arg_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	LnExpr *x = value_at(L, u, idx);
 	if (!x)
 		return L->err->status;
-	int mbuf = workspace_raw(ln, arena_printf(ln->arena, "%s:%s", name,
-	                                          nd->op == IR_OP_ARGMAX ? "max" : "min"),
-	                         u->dtype, v->numel);
+	int mbuf = workspace_raw(
+	    ln, arena_printf(ln->arena, "%s:%s", name, nd->op == IR_OP_ARGMAX ? "max" : "min"),
+	    u->dtype, v->numel);
 	red_store(ln, st, nd->op == IR_OP_ARGMAX ? IR_OP_MAXIMUM : IR_OP_MINIMUM, mbuf, sidx, x,
 	          name, v->numel);
 	collapse(ln, st);
@@ -1464,9 +1463,9 @@ arg_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	if (fl)
 		hit = expr2(ln, IR_OP_LOGICAL_OR, KC_DT_BOOL, hit,
 		            expr_op(ln, IR_OP_IS_NAN, KC_DT_BOOL, 1, &x));
-	LnExpr *c3[3] = {hit, expr_index(ln, idx[ax], v->dtype),
-	                 expr_const(ln, v->dtype, 0,
-	                            v->dtype == KC_DT_INT32 ? INT32_MAX : INT64_MAX)};
+	LnExpr *c3[3] = {
+	    hit, expr_index(ln, idx[ax], v->dtype),
+	    expr_const(ln, v->dtype, 0, v->dtype == KC_DT_INT32 ? INT32_MAX : INT64_MAX)};
 	red_store(ln, st, IR_OP_MINIMUM, buf, sidx, expr_op(ln, IR_OP_SELECT, v->dtype, 3, c3),
 	          name, v->numel);
 	collapse(ln, st);
@@ -1506,8 +1505,8 @@ scan_stage(Lower *L, LnStage *st, const IrNode *nd, int buf)
 	                       expr_index(ln, o[ax], KC_DT_INT64)),
 	                 coerce(ln, x, v->dtype), expr_const(ln, v->dtype, prod, prod)};
 	red_store(ln, st, prod ? IR_OP_MUL : IR_OP_ADD, buf, linearize(ln, o, v->shape, v->rank),
-	          expr_op(ln, IR_OP_SELECT, v->dtype, 3, c3),
-	          v->tensor_name ? v->tensor_name : "?", v->numel);
+	          expr_op(ln, IR_OP_SELECT, v->dtype, 3, c3), v->tensor_name ? v->tensor_name : "?",
+	          v->numel);
 	return KC_OK;
 }
 
@@ -1533,8 +1532,9 @@ pool_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	const char *name = v->tensor_name ? v->tensor_name : "?";
 	LnIdx *o[KC_MAX_RANK], *jx[4];
 	LnExpr *cond = NULL;
-	int sbuf = mx ? buf : workspace_raw(ln, arena_printf(ln->arena, "%s:sum", name),
-	                                    KC_DT_FLOAT64, v->numel);
+	int sbuf = mx ? buf
+	              : workspace_raw(ln, arena_printf(ln->arena, "%s:sum", name), KC_DT_FLOAT64,
+	                              v->numel);
 
 	LnStage *st = stage_new(L, (*s)++);
 	if (mx)
@@ -1581,8 +1581,8 @@ pool_stages(Lower *L, const IrNode *nd, int buf, int *s)
 			c = expr_const(ln, KC_DT_INT64, 0, k);
 		} else { /* min(o*s + k, hp) - o*s */
 			LnIdx *start = ln_idx_mul(ln, o[dim], sd);
-			LnExpr *end = expr_index(ln, ln_idx_add(ln, start, ln_idx_const(ln, k)),
-			                         KC_DT_INT64);
+			LnExpr *end =
+			    expr_index(ln, ln_idx_add(ln, start, ln_idx_const(ln, k)), KC_DT_INT64);
 			end = expr2(ln, IR_OP_MINIMUM, KC_DT_INT64, end,
 			            expr_const(ln, KC_DT_INT64, 0, hp));
 			c = expr2(ln, IR_OP_SUB, KC_DT_INT64, end,
@@ -1696,8 +1696,9 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 			continue;
 		}
 		if (ir_op_info[nd->op].kind == OPK_ARG || ir_op_info[nd->op].kind == OPK_POOL) {
-			stt = ir_op_info[nd->op].kind == OPK_ARG ? arg_stages(&L, nd, L.matbuf[v->id], &s)
-			                                         : pool_stages(&L, nd, L.matbuf[v->id], &s);
+			stt = ir_op_info[nd->op].kind == OPK_ARG
+			          ? arg_stages(&L, nd, L.matbuf[v->id], &s)
+			          : pool_stages(&L, nd, L.matbuf[v->id], &s);
 			if (stt != KC_OK)
 				return stt;
 			continue;

@@ -123,20 +123,22 @@ ln_print(const LoopNest *ln, KcBuf *out)
 		const LnStage *st = &ln->stages[s];
 		if (st->gemm) {
 			const LnGemm *G = st->gemm;
-			kc_buf_printf(out,
-			              "stage %s gemm b%d[%lld x %lld x %lld] = b%d(strides %lld,%lld,%lld)"
-			              " * b%d(strides %lld,%lld,%lld) over K=%lld:\n",
-			              st->name, G->c, (long long)G->batch, (long long)G->M,
-			              (long long)G->N, G->a, (long long)G->a_bs, (long long)G->a_ms,
-			              (long long)G->a_ks, G->b, (long long)G->b_bs, (long long)G->b_ks,
-			              (long long)G->b_ns, (long long)G->K);
-			kc_buf_printf(out,
-			              "  for v%d in 0..%lld parallel (units: batch x %lld col blocks x "
-			              "%lld row blocks)\n    micro-tile %d x %d (vectors of %d), mc %lld, nc "
-			              "%lld, kc %lld, packed B on the stack",
-			              st->loops[0].var, (long long)st->loops[0].extent,
-			              (long long)G->units_n, (long long)G->units_m, G->mr, G->nr, G->vw,
-			              (long long)G->mc, (long long)G->nc, (long long)G->kc);
+			kc_buf_printf(
+			    out,
+			    "stage %s gemm b%d[%lld x %lld x %lld] = b%d(strides %lld,%lld,%lld)"
+			    " * b%d(strides %lld,%lld,%lld) over K=%lld:\n",
+			    st->name, G->c, (long long)G->batch, (long long)G->M, (long long)G->N,
+			    G->a, (long long)G->a_bs, (long long)G->a_ms, (long long)G->a_ks, G->b,
+			    (long long)G->b_bs, (long long)G->b_ks, (long long)G->b_ns,
+			    (long long)G->K);
+			kc_buf_printf(
+			    out,
+			    "  for v%d in 0..%lld parallel (units: batch x %lld col blocks x "
+			    "%lld row blocks)\n    micro-tile %d x %d (vectors of %d), mc %lld, nc "
+			    "%lld, kc %lld, packed B on the stack",
+			    st->loops[0].var, (long long)st->loops[0].extent, (long long)G->units_n,
+			    (long long)G->units_m, G->mr, G->nr, G->vw, (long long)G->mc,
+			    (long long)G->nc, (long long)G->kc);
 			if (G->a_pack)
 				kc_buf_puts(out, ", half A converted per micro-panel on the stack");
 			if (G->epi >= 0)

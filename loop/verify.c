@@ -9,7 +9,6 @@
 
 #include "loop.h"
 
-
 static bool
 idx_vars_bound(const LnIdx *x, const bool *bound)
 {

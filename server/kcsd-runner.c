@@ -194,7 +194,8 @@ run_reference(const char *graph, const char *limits, long long max_bytes, uint32
 		fail("out of memory for tie masks", NULL);
 		goto done;
 	}
-	if (kc_interp_ties(c, g, args, max_bytes > 0 ? (size_t)max_bytes : 0, ties, &err) != KC_OK) {
+	if (kc_interp_ties(c, g, args, max_bytes > 0 ? (size_t)max_bytes : 0, ties, &err) !=
+	    KC_OK) {
 		fprintf(stderr, "kcsd-runner: %s: %s\n", kc_status_code(err.status), err.msg);
 		rc = 5;
 		goto done;

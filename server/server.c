@@ -405,8 +405,7 @@ server_wedged(Server *s, int64_t stuck_us)
 {
 	WorkersStats ws;
 	workers_stats(s->workers, &ws);
-	return stuck_us > 0 && ws.running == ws.threads &&
-	       kc_now_us() - ws.progress_us > stuck_us;
+	return stuck_us > 0 && ws.running == ws.threads && kc_now_us() - ws.progress_us > stuck_us;
 }
 
 /* "HOST:PORT", "[V6]:PORT" or ":PORT" -> an address for MHD. */

@@ -44,7 +44,8 @@ t_sub(const char *name, void (*fn)(void))
 	if (only && *only) {
 		size_t n = strlen(name);
 		const char *p = only;
-		while ((p = strstr(p, name)) && !((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ',')))
+		while ((p = strstr(p, name)) &&
+		       !((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ',')))
 			p += n;
 		if (!p)
 			return;

@@ -15,7 +15,7 @@ void t_ok(int cond, const char *file, int line, const char *expr);
 #define OK(cond) t_ok(!!(cond), __FILE__, __LINE__, #cond)
 /* Like OK but prints a formatted note on failure. */
 void t_okf(int cond, const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 #define OKF(cond, ...) t_okf(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 void t_sub(const char *name, void (*fn)(void));
 /* Marks the current subtest skipped with a reason (e.g. ../shared absent). */

@@ -5,10 +5,9 @@
  * every limit check) and, when the graph is accepted, to kc_workload (the
  * canonical form and its key) and kc_target_from_graph, exactly as POST
  * /v1/compile does before any code generation; and, always, to kc_ms_hash
- * (its own JSON reader, run on every compile body). Small limits keep each run fast; they are still checked
- * by the same code paths as the daemon's defaults. Any crash, sanitizer
- * report or leak is a bug. Built only with -DKC_FUZZ=ON and clang
- * (tests/fuzz.cmake); run by tests/fuzz/run.sh.
+ * (its own JSON reader, run on every compile body). Small limits keep each run fast; they are still
+ * checked by the same code paths as the daemon's defaults. Any crash, sanitizer report or leak is a
+ * bug. Built only with -DKC_FUZZ=ON and clang (tests/fuzz.cmake); run by tests/fuzz/run.sh.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -42,26 +42,12 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from kcsd_harness import Kcsd  # noqa: E402
+from tap import T  # noqa: E402
 
 PASSES = ["graph", "lower", "schedule", "emit-llvm", "optimize", "object", "link"]
 READ, WRITE = "dump-read-token-1", "dump-write-token-1"
 
-_n = 0
-_fail = 0
-
-
-def ok(cond, name, detail=""):
-    global _n, _fail
-    _n += 1
-    if cond:
-        print("ok %d - %s" % (_n, name))
-    else:
-        _fail += 1
-        print("not ok %d - %s" % (_n, name))
-        for line in str(detail).splitlines()[:20]:
-            print("#   " + line[:300])
-    sys.stdout.flush()
-    return bool(cond)
+ok = T.ok
 
 
 def desc(name, shape=(4, 33), dtype="float32", formal=None, value=None):
@@ -361,8 +347,7 @@ def main():
         test_limit(opt, args, spans)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (_n - _fail, _fail))
-    return 1 if _fail else 0
+    return T.done()
 
 
 if __name__ == "__main__":

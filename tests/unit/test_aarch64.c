@@ -81,7 +81,7 @@ static double compile_s, qemu_s; /* wall time in kc_compile and in qemu */
  * atol = loose_atol (1e-2 with float16 upstream) + 1e-4 |want| instead of
  * bit for bit / in ulps. */
 static double loose_atol;
-static int32_t last_regions;     /* parallel regions of the last qemu run */
+static int32_t last_regions; /* parallel regions of the last qemu run */
 
 static double
 now(void)
@@ -197,7 +197,8 @@ ulp_diff(const char *dt, const void *pa, const void *pb, int64_t i)
 		memcpy(&x, (const char *)pa + 8 * i, 8);
 		memcpy(&y, (const char *)pb + 8 * i, 8);
 		if (isnan(t_as_f64(dt, pa, i)) || isnan(t_as_f64(dt, pb, i)))
-			return isnan(t_as_f64(dt, pa, i)) && isnan(t_as_f64(dt, pb, i)) ? 0 : INT64_MAX;
+			return isnan(t_as_f64(dt, pa, i)) && isnan(t_as_f64(dt, pb, i)) ? 0
+			                                                                : INT64_MAX;
 		a = x < 0 ? INT64_MIN - x : x;
 		b = y < 0 ? INT64_MIN - y : y;
 		return a > b ? a - b : b - a;
@@ -382,7 +383,8 @@ compare(const char *label, const char *tname, int ti, int out_idx, const KcArgIn
 		if (bad_pool)
 			snprintf(why, sizeof why, ": %lld differ, first [%lld] %.9g vs %.9g",
 			         (long long)bad_pool, (long long)pfirst,
-			         t_as_f64(a->dtype, got_pool, pfirst), t_as_f64(a->dtype, want, pfirst));
+			         t_as_f64(a->dtype, got_pool, pfirst),
+			         t_as_f64(a->dtype, want, pfirst));
 		OKF(bad_pool == 0, "%s [%s] output %d (%s): threaded run matches %s%s", label,
 		    tname, out_idx, a->tensor_name, interp ? "kc_interp" : "the serial run", why);
 		why[0] = 0;
@@ -914,9 +916,10 @@ sweep_matmul(int64_t B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, uint6
 	snprintf(bs, sizeof bs, "%lld,%lld", (long long)(tb ? N : K), (long long)(tb ? K : N));
 	n = B ? snprintf(os, sizeof os, "%lld,", (long long)B) : 0;
 	snprintf(os + n, sizeof os - (size_t)n, "%lld,%lld", (long long)M, (long long)N);
-	snprintf(attr, sizeof attr,
-	         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\",\"value\":%s}]",
-	         ta ? "true" : "false", tb ? "true" : "false");
+	snprintf(
+	    attr, sizeof attr,
+	    "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\",\"value\":%s}]",
+	    ta ? "true" : "false", tb ? "true" : "false");
 	snprintf(name, sizeof name, "Fused_%s_B%lld_M%lld_N%lld_K%lld_ta%d_tb%d", op, (long long)B,
 	         (long long)M, (long long)N, (long long)K, ta, tb);
 	g_in(g, "a", "float32", as);
@@ -1022,16 +1025,16 @@ sweep_reduce(const char *op, const char *dt, const char *shape, const char *axes
 static void
 template_sweep(void)
 {
-	static const int64_t mnk[][3] = {{1, 1, 1},  {3, 17, 5}, {17, 3, 33},
+	static const int64_t mnk[][3] = {{1, 1, 1},  {3, 17, 5},  {17, 3, 33},
 	                                 {5, 16, 1}, {15, 7, 65}, {13, 1, 31}};
 	uint64_t seed = 70;
 	for (size_t i = 0; i < sizeof mnk / sizeof mnk[0]; i++)
 		sweep_matmul(0, mnk[i][0], mnk[i][1], mnk[i][2], i & 1, (i >> 1) & 1, seed++);
 	for (int t = 0; t < 4; t++)
 		sweep_matmul(0, 7, 13, 17, t & 1, t >> 1, seed++);
-	sweep_matmul(0, 1, 33, 64, false, true, seed++);   /* GEMV */
+	sweep_matmul(0, 1, 33, 64, false, true, seed++);    /* GEMV */
 	sweep_matmul(0, 1, 100, 257, false, false, seed++); /* GEMV, packed b */
-	sweep_matmul(3, 5, 17, 7, true, false, seed++);    /* [3,7,5] x [7,17] */
+	sweep_matmul(3, 5, 17, 7, true, false, seed++);     /* [3,7,5] x [7,17] */
 	sweep_softmax(5, 33, seed++);
 	sweep_softmax(3, 1, seed++);
 	sweep_softmax(2, 65, seed++);

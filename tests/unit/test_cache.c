@@ -628,7 +628,8 @@ evict_keeps_schedules(void)
 	for (unsigned i = 0; i < 20; i++) {
 		make_kernel(t, 300 + i, "cpu");
 		OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
-		OK(cache_put_schedule(c, &t->put.workload_key, "cpu", "{\"s\":1}", 7, NULL) == KC_OK);
+		OK(cache_put_schedule(c, &t->put.workload_key, "cpu", "{\"s\":1}", 7, NULL) ==
+		   KC_OK);
 	}
 	cache_stats(c, &st);
 	OK(st.entries == 20 && st.entries_artifacts == 60);
@@ -770,9 +771,8 @@ static void
 collector(void)
 {
 	char *dir = tmp_dir();
-	CacheOptions opt = {.map_bytes = (size_t)64 << 20,
-	                    .max_bytes = (size_t)512 << 10,
-	                    .touch_flush_ms = 20};
+	CacheOptions opt = {
+	    .map_bytes = (size_t)64 << 20, .max_bytes = (size_t)512 << 10, .touch_flush_ms = 20};
 	Cache *c = open_opts(dir, &opt);
 	TKernel *t = kc_xmalloc(sizeof *t);
 	CacheStats st;

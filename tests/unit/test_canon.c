@@ -16,7 +16,6 @@
 #include "t.h"
 #include "tjson.h"
 
-
 /* kc_parse_workload of a canonical form gives a graph with that form again
  * (it checks that itself) and the name given. */
 static bool
@@ -743,8 +742,7 @@ test_conv(void)
 
 /* op1 with an int32 result (Argmax/Argmin). */
 static cJSON *
-op1_i32(const char *op, const char *ishape, const char *oshape, const char *attr,
-        const char *extra)
+op1_i32(const char *op, const char *ishape, const char *oshape, const char *attr, const char *extra)
 {
 	cJSON *d = op1(op, ishape, oshape, attr, extra);
 	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
@@ -773,10 +771,9 @@ test_ops_b(void)
 	OK(same_and_free(
 	    op1("CumSum", "4,6", "4,6", "{'axis':-1,'exclusive':true}", ""),
 	    op1("CumSum", "4,6", "4,6", "{'reverse':false,'exclusive':1,'axis':[1]}", "")));
-	OK(same_and_free(
-	    op1("CumProd", "4,6", "4,6", "{'axis':0}", ""),
-	    op1("CumProd", "4,6", "4,6", "null",
-	        ",[{'data_type':'int64','shape':[1],'tensor_name':'x','value':0}]")));
+	OK(same_and_free(op1("CumProd", "4,6", "4,6", "{'axis':0}", ""),
+	                 op1("CumProd", "4,6", "4,6", "null",
+	                     ",[{'data_type':'int64','shape':[1],'tensor_name':'x','value':0}]")));
 	OK(!same_and_free(op1("CumSum", "4,6", "4,6", "{'axis':0}", ""),
 	                  op1("CumSum", "4,6", "4,6", "{'axis':1}", "")));
 	OK(!same_and_free(op1("CumSum", "4,6", "4,6", "{'axis':0}", ""),
@@ -801,38 +798,37 @@ test_ops_b(void)
 	        "{'pad':[1,1,1,1],'strides':[1,1,2,2],'kernel_size':[3,3],'pool_type':'max',"
 	        "'round_mode':false,'pri_format':'NC1HWC0'}",
 	        "")));
-	OK(same_and_free(
-	    op1("Pool2D", "1,2,9,9", "1,2,4,4", "{'pool_type':'max','kernel_size':3,'strides':2}",
-	        ""),
-	    op1("Pool2D", "1,2,9,9", "1,2,4,4",
-	        "{'pool_type':'max','kernel_size':3,'strides':2,'round_mode':'ceil'}", "")));
+	OK(same_and_free(op1("Pool2D", "1,2,9,9", "1,2,4,4",
+	                     "{'pool_type':'max','kernel_size':3,'strides':2}", ""),
+	                 op1("Pool2D", "1,2,9,9", "1,2,4,4",
+	                     "{'pool_type':'max','kernel_size':3,'strides':2,'round_mode':'ceil'}",
+	                     "")));
 	cJSON *a = op1("Pool2D", "1,6,6,2", "1,3,3,2",
 	               "{'pool_type':'max','kernel_size':2,'strides':2,'data_layout':'NHWC'}", "");
 	cJSON *b = op1("Pool2D", "1,6,6,2", "1,3,3,2",
 	               "{'pool_type':'max','kernel_size':2,'strides':2}", "");
 	jset(b, "/op_desc/0/input_desc/0/0/format", "'NHWC'");
 	OK(same_and_free(a, b));
-	OK(!same_and_free(
-	    op1("Pool2D", "1,2,8,8", "1,2,4,4", "{'pool_type':'max','kernel_size':2,'strides':2}",
-	        ""),
-	    op1("Pool2D", "1,2,8,8", "1,2,4,4", "{'pool_type':'avg','kernel_size':2,'strides':2}",
-	        "")));
-	OK(!same_and_free(
-	    op1("Pool2D", "1,2,8,8", "1,2,4,4",
-	        "{'pool_type':'avg','kernel_size':2,'strides':2,'pad':[1,0,0,0],"
-	        "'round_mode':'floor'}",
-	        ""),
-	    op1("Pool2D", "1,2,8,8", "1,2,4,4",
-	        "{'pool_type':'avg','kernel_size':2,'strides':2,'pad':[0,0,1,0],"
-	        "'round_mode':'floor'}",
-	        "")));
-	OK(!same_and_free(
-	    op1("Pool2D", "1,4,4,4", "1,2,2,4", "{'pool_type':'max','kernel_size':2,'strides':2,"
-	                                        "'data_layout':'NHWC'}",
-	        ""),
-	    op1("Pool2D", "1,4,4,4", "1,4,2,2", "{'pool_type':'max','kernel_size':2,'strides':2,"
-	                                        "'data_layout':'NCHW'}",
-	        "")));
+	OK(!same_and_free(op1("Pool2D", "1,2,8,8", "1,2,4,4",
+	                      "{'pool_type':'max','kernel_size':2,'strides':2}", ""),
+	                  op1("Pool2D", "1,2,8,8", "1,2,4,4",
+	                      "{'pool_type':'avg','kernel_size':2,'strides':2}", "")));
+	OK(!same_and_free(op1("Pool2D", "1,2,8,8", "1,2,4,4",
+	                      "{'pool_type':'avg','kernel_size':2,'strides':2,'pad':[1,0,0,0],"
+	                      "'round_mode':'floor'}",
+	                      ""),
+	                  op1("Pool2D", "1,2,8,8", "1,2,4,4",
+	                      "{'pool_type':'avg','kernel_size':2,'strides':2,'pad':[0,0,1,0],"
+	                      "'round_mode':'floor'}",
+	                      "")));
+	OK(!same_and_free(op1("Pool2D", "1,4,4,4", "1,2,2,4",
+	                      "{'pool_type':'max','kernel_size':2,'strides':2,"
+	                      "'data_layout':'NHWC'}",
+	                      ""),
+	                  op1("Pool2D", "1,4,4,4", "1,4,2,2",
+	                      "{'pool_type':'max','kernel_size':2,'strides':2,"
+	                      "'data_layout':'NCHW'}",
+	                      "")));
 }
 
 /* A kernel input read before an Assign into it, with the Assign reached
@@ -842,17 +838,17 @@ test_ops_b(void)
 static void
 test_parse_back_order(void)
 {
-	cJSON *doc = jq(
-	    "{'op':'k','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'a'}],"
-	    "[{'data_type':'float32','shape':[4],'tensor_name':'b'}]],"
-	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'},"
-	    "{'data_type':'float32','shape':[4],'tensor_name':'r'}],"
-	    "'op_desc':[{'name':'Neg','attr':null,'input_desc':[[{'data_type':'float32',"
-	    "'shape':[4],'tensor_name':'a'}]],'output_desc':[{'data_type':'float32',"
-	    "'shape':[4],'tensor_name':'r'}]},"
-	    "{'name':'Assign','attr':null,'input_desc':[[{'data_type':'float32','shape':[4],"
-	    "'tensor_name':'a'}],[{'data_type':'float32','shape':[4],'tensor_name':'b'}]],"
-	    "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}]}]}");
+	cJSON *doc =
+	    jq("{'op':'k','input_desc':[[{'data_type':'float32','shape':[4],'tensor_name':'a'}],"
+	       "[{'data_type':'float32','shape':[4],'tensor_name':'b'}]],"
+	       "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'},"
+	       "{'data_type':'float32','shape':[4],'tensor_name':'r'}],"
+	       "'op_desc':[{'name':'Neg','attr':null,'input_desc':[[{'data_type':'float32',"
+	       "'shape':[4],'tensor_name':'a'}]],'output_desc':[{'data_type':'float32',"
+	       "'shape':[4],'tensor_name':'r'}]},"
+	       "{'name':'Assign','attr':null,'input_desc':[[{'data_type':'float32','shape':[4],"
+	       "'tensor_name':'a'}],[{'data_type':'float32','shape':[4],'tensor_name':'b'}]],"
+	       "'output_desc':[{'data_type':'float32','shape':[4],'tensor_name':'s'}]}]}");
 	KcDigest k;
 	char *canon = NULL;
 	OK(key_of(doc, &k, &canon)); /* key_of checks that it parses back */

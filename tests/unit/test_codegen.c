@@ -332,8 +332,8 @@ broadcast_outer(void)
 	unload(&k);
 }
 
-static void check_interp(const G *g, const char *label, const char *knobs,
-                         const char *const *want, const char *const *avoid);
+static void check_interp(const G *g, const char *label, const char *knobs, const char *const *want,
+                         const char *const *avoid);
 
 /* Reshapes that split a row-major extent keep their loads contiguous:
  * [96,64,1024] -> [6144,1024] reads x[v0 * 1024 + v1], not
@@ -344,7 +344,8 @@ static void check_interp(const G *g, const char *label, const char *knobs,
 static void
 reshape_index(void)
 {
-	const char *ax = "[{\"name\":\"axis\",\"value\":[1]},{\"name\":\"keep_dims\",\"value\":false}]";
+	const char *ax =
+	    "[{\"name\":\"axis\",\"value\":[1]},{\"name\":\"keep_dims\",\"value\":false}]";
 	G g = {0};
 	g_in(&g, "x", "float32", "96,64,1024");
 	g_opa(&g, "Reshape", "[{\"name\":\"shape\",\"value\":[6144,1024]}]", "r", "float32",
@@ -356,10 +357,10 @@ reshape_index(void)
 	check_interp(&g, "reshape [96,64,1024] -> [6144,1024], row sums", NULL, want, avoid);
 	G g2 = {0}; /* odd extents, a split that is not a multiple: stays exact */
 	g_in(&g2, "x", "float32", "6,10,9");
-	g_opa(&g2, "Reshape", "[{\"name\":\"shape\",\"value\":[4,15,9]}]", "r", "float32",
-	      "4,15,9", 1, T("x", "float32", "6,10,9"), NULL, NULL);
-	g_opa(&g2, "Transpose", "[{\"name\":\"perm\",\"value\":[1,0,2]}]", "t", "float32",
-	      "15,4,9", 1, T("r", "float32", "4,15,9"), NULL, NULL);
+	g_opa(&g2, "Reshape", "[{\"name\":\"shape\",\"value\":[4,15,9]}]", "r", "float32", "4,15,9",
+	      1, T("x", "float32", "6,10,9"), NULL, NULL);
+	g_opa(&g2, "Transpose", "[{\"name\":\"perm\",\"value\":[1,0,2]}]", "t", "float32", "15,4,9",
+	      1, T("r", "float32", "4,15,9"), NULL, NULL);
 	g_op(&g2, "Mul", "y", "float32", "15,4,9", 2, T("t", "float32", "15,4,9"),
 	     C("2", "float32"), NULL);
 	g_out(&g2, "y", "float32", "15,4,9");
@@ -844,15 +845,13 @@ static int
 edges1(const char *op, double (*ref)(double), bool f64)
 {
 	static const double xs[] = {
-	    0.0,      -0.0,      1e-30,     -1e-30,   3e-4,      -3e-4,     1.0,       -1.0,
-	    7.99,     -7.99,     8.5,       -8.5,     20.0,      -20.0,     88.0,      88.72,
-	    88.7228,  88.72284,  88.73,     88.8,     89.0,      89.8,      100.0,     1e10,
-	    -87.0,    -87.4,     -88.0,     -95.0,    -100.0,    -103.0,    -103.9,    -103.98,
-	    -104.0,   -105.0,    -106.0,    -1e10,    INFINITY,  -INFINITY, NAN,       -NAN,
-	    700.0,    709.7,     709.79,    710.0,    711.0,     -700.0,    -708.0,    -720.0,
-	    -744.0,   -745.0,    -745.2,    -746.0,   -747.0,    -1e300,    1e300,     22.0,
-	    -22.0,    0.25,      -0.25,     2.5e-5,   -2.5e-5,   5.0,       -5.0,      60.0,
-	    -60.0,    0.5,       -0.5};
+	    0.0,     -0.0,    1e-30,  -1e-30, 3e-4,   -3e-4,  1.0,      -1.0,      7.99,   -7.99,
+	    8.5,     -8.5,    20.0,   -20.0,  88.0,   88.72,  88.7228,  88.72284,  88.73,  88.8,
+	    89.0,    89.8,    100.0,  1e10,   -87.0,  -87.4,  -88.0,    -95.0,     -100.0, -103.0,
+	    -103.9,  -103.98, -104.0, -105.0, -106.0, -1e10,  INFINITY, -INFINITY, NAN,    -NAN,
+	    700.0,   709.7,   709.79, 710.0,  711.0,  -700.0, -708.0,   -720.0,    -744.0, -745.0,
+	    -745.2,  -746.0,  -747.0, -1e300, 1e300,  22.0,   -22.0,    0.25,      -0.25,  2.5e-5,
+	    -2.5e-5, 5.0,     -5.0,   60.0,   -60.0,  0.5,    -0.5};
 	enum { N = sizeof xs / sizeof xs[0] };
 	G g = {0};
 	K k;
@@ -880,8 +879,9 @@ edges1(const char *op, double (*ref)(double), bool f64)
 			r = (double)(float)r; /* the float32 answer, rounded */
 		double tiny = f64 ? 4.9406564584124654e-324 : 1.401298464324817e-45;
 		bool same = isnan(r) ? isnan(got)
-		            : isinf(r) || r == 0 ? got == r && signbit(got) == signbit(r)
-		                                 : fabs(got - r) <= fmax(fabs(r) * (f64 ? 1e-13 : 1e-6), tiny);
+		            : isinf(r) || r == 0
+		                ? got == r && signbit(got) == signbit(r)
+		                : fabs(got - r) <= fmax(fabs(r) * (f64 ? 1e-13 : 1e-6), tiny);
 		if (!same) {
 			printf("# %s %s(%.17g) = %.17g, want %.17g\n", dt, op, x, got, r);
 			bad++;
@@ -2032,7 +2032,8 @@ g_layernorm(G *g, int R, int Cn)
 	snprintf(sh1, sizeof sh1, "%d,1", R);
 	snprintf(shc, sizeof shc, "%d", Cn);
 	snprintf(inv, sizeof inv, "%.17g", 1.0 / Cn);
-	const char *ax = "[{\"name\":\"axis\",\"value\":-1},{\"name\":\"keep_dims\",\"value\":true}]";
+	const char *ax =
+	    "[{\"name\":\"axis\",\"value\":-1},{\"name\":\"keep_dims\",\"value\":true}]";
 	g_in(g, "x", "float32", sh);
 	g_in(g, "gamma", "float32", shc);
 	g_in(g, "beta", "float32", shc);
@@ -2196,10 +2197,10 @@ column_reductions(void)
 {
 	static const struct {
 		const char *shape, *out, *axis;
-	} sh[] = {{"1,37", "37", "0"},         {"7,37", "37", "0"},
-	          {"8,100", "100", "0"},       {"9,1000", "1000", "0"},
-	          {"1023,37", "37", "0"},      {"517,4096", "4096", "0"},
-	          {"3,130,70", "3,70", "1"},   {"5,17,9,33", "5,33", "[1,2]"}};
+	} sh[] = {{"1,37", "37", "0"},       {"7,37", "37", "0"},
+	          {"8,100", "100", "0"},     {"9,1000", "1000", "0"},
+	          {"1023,37", "37", "0"},    {"517,4096", "4096", "0"},
+	          {"3,130,70", "3,70", "1"}, {"5,17,9,33", "5,33", "[1,2]"}};
 	static const char *const knobs[] = {NULL, "{\"jam\":1}", "{\"jam\":3}", "{\"jam\":16}",
 	                                    "{\"jam\":5,\"parallel_grain\":1}"};
 	static const char *const ops[] = {"ReduceSum", "ReduceMax", "squares"};
@@ -2219,18 +2220,19 @@ column_reductions(void)
 				const char *src = "x";
 				if (o == 2) {
 					g_op(&g, "Mul", "sq", "float32", sh[i].shape, 2,
-					     T("x", "float32", sh[i].shape), T("x", "float32", sh[i].shape),
-					     NULL);
+					     T("x", "float32", sh[i].shape),
+					     T("x", "float32", sh[i].shape), NULL);
 					src = "sq";
 				}
 				g_opa(&g, o == 1 ? "ReduceMax" : "ReduceSum", attr, "y", "float32",
 				      sh[i].out, 1, T(src, "float32", sh[i].shape), NULL, NULL);
 				g_out(&g, "y", "float32", sh[i].out);
-				snprintf(lbl, sizeof lbl, "column %s %s axis %s %s", ops[o], sh[i].shape,
-				         sh[i].axis, knobs[k] ? knobs[k] : "default");
+				snprintf(lbl, sizeof lbl, "column %s %s axis %s %s", ops[o],
+				         sh[i].shape, sh[i].axis, knobs[k] ? knobs[k] : "default");
 				const char *jammed[] = {"jammed", NULL};
 				bool jam = strcmp(sh[i].shape, "1,37") != 0 && k != 1;
-				check_interp(&g, lbl, knobs[k], jam ? jammed : NULL, jam ? NULL : jammed);
+				check_interp(&g, lbl, knobs[k], jam ? jammed : NULL,
+				             jam ? NULL : jammed);
 			}
 }
 
@@ -2241,7 +2243,8 @@ column_reductions(void)
 static void
 reduction_templates(void)
 {
-	static const int shapes[][2] = {{1536, 128}, {67, 33}, {64, 1}, {100, 7}, {3, 1001}, {1, 300}};
+	static const int shapes[][2] = {{1536, 128}, {67, 33},  {64, 1},
+	                                {100, 7},    {3, 1001}, {1, 300}};
 	char erow[48];
 	const char *fused[] = {"fused rows with s1..s3 at 1 loop", "local float32[1] (m)",
 	                       "local float32[1] (s)", erow, NULL};
@@ -2521,7 +2524,8 @@ transpose_tiles(void)
 		K k;
 		const char *pa = "[{\"name\":\"perm\",\"value\":[1,0]}]";
 		g_in(&g, "x", "float32", "96,80");
-		g_op(&g, "Cast", "h", "float16", "96,80", 1, T("x", "float32", "96,80"), NULL, NULL);
+		g_op(&g, "Cast", "h", "float16", "96,80", 1, T("x", "float32", "96,80"), NULL,
+		     NULL);
 		g_opa(&g, "Transpose", pa, "y", "float16", "80,96", 1, T("h", "float16", "96,80"),
 		      NULL, NULL);
 		g_out(&g, "y", "float16", "80,96");
@@ -2661,9 +2665,11 @@ streaming_stores(void)
 		char lbl[96];
 		g_in(&g, "x", "float32", n);
 		g_in(&g, "b", "float32", n);
-		g_op(&g, "Mul", "t", "float32", n, 2, T("x", "float32", n), C("0.5", "float32"), NULL);
+		g_op(&g, "Mul", "t", "float32", n, 2, T("x", "float32", n), C("0.5", "float32"),
+		     NULL);
 		g_op(&g, "Sqrt", "u", "float32", n, 1, T("t", "float32", n), NULL, NULL);
-		g_op(&g, "Add", "y", "float32", n, 2, T("u", "float32", n), T("b", "float32", n), NULL);
+		g_op(&g, "Add", "y", "float32", n, 2, T("u", "float32", n), T("b", "float32", n),
+		     NULL);
 		g_out(&g, "y", "float32", n);
 		snprintf(lbl, sizeof lbl, "stream 1-D %s", knobs[k] ? knobs[k] : "default");
 		check_interp(&g, lbl, knobs[k], want, NULL);
@@ -2671,8 +2677,10 @@ streaming_stores(void)
 	{ /* two large outputs: the first streams, the second is cached */
 		G g = {0};
 		g_in(&g, "x", "float32", n);
-		g_op(&g, "Mul", "y", "float32", n, 2, T("x", "float32", n), C("2", "float32"), NULL);
-		g_op(&g, "Add", "z", "float32", n, 2, T("x", "float32", n), C("1", "float32"), NULL);
+		g_op(&g, "Mul", "y", "float32", n, 2, T("x", "float32", n), C("2", "float32"),
+		     NULL);
+		g_op(&g, "Add", "z", "float32", n, 2, T("x", "float32", n), C("1", "float32"),
+		     NULL);
 		g_out(&g, "y", "float32", n);
 		g_out(&g, "z", "float32", n);
 		check_interp(&g, "stream two outputs", NULL, want, NULL);
@@ -2692,9 +2700,11 @@ streaming_stores(void)
 		check_interp(&g, "no stream below 4 MiB", NULL, NULL, nt);
 		G g2 = {0};
 		g_in(&g2, "x", "float32", n);
-		g_op(&g2, "Mul", "y", "float32", n, 2, T("x", "float32", n), C("2", "float32"), NULL);
+		g_op(&g2, "Mul", "y", "float32", n, 2, T("x", "float32", n), C("2", "float32"),
+		     NULL);
 		g_out(&g2, "y", "float32", n);
-		check_interp(&g2, "no stream with vector_width 4", "{\"vector_width\":4}", NULL, nt);
+		check_interp(&g2, "no stream with vector_width 4", "{\"vector_width\":4}", NULL,
+		             nt);
 		check_interp(&g2, "no stream with stream false", "{\"stream\":false}", NULL, nt);
 		G g4 = {0}; /* compute-bound: a transcendental per element */
 		g_in(&g4, "x", "float32", n);
@@ -2942,14 +2952,20 @@ matmuls(void)
 		int ba, bb; /* batch dims: a [ba?], b [bb?] (0 = none) */
 		int M, KK, N, ta, tb, half;
 	} cs[] = {
-	    {0, 0, 1, 7, 5, 0, 0, 0},    {0, 0, 7, 1023, 3, 0, 1, 0}, {0, 0, 13, 64, 17, 1, 0, 0},
-	    {0, 0, 5, 1, 9, 1, 1, 0},    {2, 0, 4, 5, 6, 0, 0, 0},    {2, 1, 3, 33, 2, 0, 1, 0},
+	    {0, 0, 1, 7, 5, 0, 0, 0},
+	    {0, 0, 7, 1023, 3, 0, 1, 0},
+	    {0, 0, 13, 64, 17, 1, 0, 0},
+	    {0, 0, 5, 1, 9, 1, 1, 0},
+	    {2, 0, 4, 5, 6, 0, 0, 0},
+	    {2, 1, 3, 33, 2, 0, 1, 0},
 	    {0, 0, 19, 100, 8, 0, 1, 1},
 	    /* a long K: K-blocks of at most 32 (lower_gemm.c), the api's
 	     * verify tolerance 1e-4 + 1e-4 |want|; 13 at K = 30011, 4 at
 	     * 98304; past that the reduction stage */
-	    {0, 0, 5, 12289, 37, 0, 0, 0}, {0, 0, 33, 8192, 20, 0, 1, 0},
-	    {0, 0, 3, 30011, 5, 0, 0, 0},  {0, 0, 7, 98304, 19, 0, 1, 0},
+	    {0, 0, 5, 12289, 37, 0, 0, 0},
+	    {0, 0, 33, 8192, 20, 0, 1, 0},
+	    {0, 0, 3, 30011, 5, 0, 0, 0},
+	    {0, 0, 7, 98304, 19, 0, 1, 0},
 	    {0, 0, 2, 98305, 3, 0, 0, 0},
 	};
 	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
@@ -3027,11 +3043,12 @@ matmuls(void)
 						acc += (double)x * y;
 					}
 					double tol = KK > 4096 ? 1e-4 : 1e-5;
-					bad += fabs(o1[(bt * M + m) * N + n] - acc) > tol * (1 + fabs(acc));
+					bad += fabs(o1[(bt * M + m) * N + n] - acc) >
+					       tol * (1 + fabs(acc));
 				}
 		OKF(bad == 0, "matmul %s x %s (ta %d tb %d %s): %d bad", sa, sb, cs[ci].ta,
 		    cs[ci].tb, dt, bad);
-		if (KK > 4096) { /* the GEMM with short K-blocks */
+		if (KK > 4096) {          /* the GEMM with short K-blocks */
 			if (KK > 98304) { /* past the cap even at kc 4: the reduction */
 				OKF(!strstr(k.dump.data, " gemm "), "matmul K=%d: no GEMM", KK);
 				free(fa), free(fb), free(xa), free(xb), free(o1), free(o2);
@@ -3077,10 +3094,11 @@ gemm_blocking(void)
 			char sa[32], sb[32], attr[160];
 			snprintf(sa, sizeof sa, "%d,%d", ta ? KK : M, ta ? M : KK);
 			snprintf(sb, sizeof sb, "%d,%d", tb ? N : KK, tb ? KK : N);
-			snprintf(attr, sizeof attr,
-			         "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
-			         "\"value\":%s}]",
-			         ta ? "true" : "false", tb ? "true" : "false");
+			snprintf(
+			    attr, sizeof attr,
+			    "[{\"name\":\"transpose_a\",\"value\":%s},{\"name\":\"transpose_b\","
+			    "\"value\":%s}]",
+			    ta ? "true" : "false", tb ? "true" : "false");
 			G g = {0};
 			K k;
 			g_in(&g, "a", "float32", sa);
@@ -3090,13 +3108,15 @@ gemm_blocking(void)
 			      T("b", "float32", sb), NULL);
 			g_op(&g, "Add", "d", "float32", "37,53", 2, T("c", "float32", "37,53"),
 			     T("bias", "float32", "53"), NULL);
-			g_op(&g, "Tanh", "e", "float32", "37,53", 1, T("d", "float32", "37,53"), NULL,
-			     NULL);
+			g_op(&g, "Tanh", "e", "float32", "37,53", 1, T("d", "float32", "37,53"),
+			     NULL, NULL);
 			g_out(&g, "e", "float32", "37,53");
 			build_template = "matmul";
-			bool built = build(&k, &g, "Fused_MatMul_BiasAdd_Tanh", &host, knobs[ki], true);
+			bool built =
+			    build(&k, &g, "Fused_MatMul_BiasAdd_Tanh", &host, knobs[ki], true);
 			build_template = "injective";
-			OKF(built, "gemm ta %d tb %d knobs %s", ta, tb, knobs[ki] ? knobs[ki] : "{}");
+			OKF(built, "gemm ta %d tb %d knobs %s", ta, tb,
+			    knobs[ki] ? knobs[ki] : "{}");
 			if (!built) {
 				unload(&k);
 				continue;
@@ -3105,19 +3125,22 @@ gemm_blocking(void)
 			OKF(strstr(k.dump.data, " gemm b") && fused == (ki != 3),
 			    "a GEMM stage, epilogue fused %d (knobs %s)", fused,
 			    knobs[ki] ? knobs[ki] : "{}");
-			float *fa = frand((size_t)M * KK, -1, 1, 61), *fb = frand((size_t)KK * N, -1, 1, 62);
+			float *fa = frand((size_t)M * KK, -1, 1, 61),
+			      *fb = frand((size_t)KK * N, -1, 1, 62);
 			float *fc = frand(N, -1, 1, 63), *o1 = calloc((size_t)M * N, 4),
 			      *o2 = calloc((size_t)M * N, 4);
 			void *args[] = {fa, fb, fc, o1};
 			size_t ob = (size_t)M * N * 4;
-			OKF(run2(&k, args, 3, (void **)&o2, &ob, 1), "gemm runs, same with 3 threads");
+			OKF(run2(&k, args, 3, (void **)&o2, &ob, 1),
+			    "gemm runs, same with 3 threads");
 			int bad = 0;
 			for (int m = 0; m < M; m++)
 				for (int n = 0; n < N; n++) {
 					double acc = 0;
 					for (int q = 0; q < KK; q++)
-						acc += (double)(ta ? fa[q * M + m] : fa[m * KK + q]) *
-						       (tb ? fb[n * KK + q] : fb[q * N + n]);
+						acc +=
+						    (double)(ta ? fa[q * M + m] : fa[m * KK + q]) *
+						    (tb ? fb[n * KK + q] : fb[q * N + n]);
 					double want = tanh(acc + fc[n]);
 					bad += fabs(o1[m * N + n] - want) > 1e-5 * (1 + fabs(want));
 				}
@@ -3128,8 +3151,13 @@ gemm_blocking(void)
 		}
 	/* knob validation: refused, never clamped */
 	static const char *const bad_knobs[] = {
-	    "{\"mr\":16,\"nr_vecs\":3}", "{\"mr\":17}", "{\"nr_vecs\":9}", "{\"kc\":-1}",
-	    "{\"mc\":9000}", "{\"fuse_epilogue\":1}", "{\"vector_width\":32,\"nr_vecs\":3}",
+	    "{\"mr\":16,\"nr_vecs\":3}",
+	    "{\"mr\":17}",
+	    "{\"nr_vecs\":9}",
+	    "{\"kc\":-1}",
+	    "{\"mc\":9000}",
+	    "{\"fuse_epilogue\":1}",
+	    "{\"vector_width\":32,\"nr_vecs\":3}",
 	    "{\"stages\":[{\"mr\":17}]}",
 	};
 	G g = {0};
@@ -3149,10 +3177,10 @@ gemm_blocking(void)
 		KcStatus st = kc_schedule_from_json(c, gr, &host, "matmul", bad_knobs[i], &s, &ei);
 		OKF(st == KC_BAD_SCHEDULE, "knobs %s refused (%s)", bad_knobs[i], ei.msg);
 	}
-	OK(gr && kc_schedule_from_json(c, gr, &host, "matmul", "{\"mr\":4,\"kc\":64}", &s, &e) ==
-	             KC_OK &&
-	         strstr(kc_schedule_knobs_json(s), "\"kc\":64") &&
-	         strstr(kc_schedule_knobs_json(s), "\"mr\":4"));
+	OK(gr &&
+	   kc_schedule_from_json(c, gr, &host, "matmul", "{\"mr\":4,\"kc\":64}", &s, &e) == KC_OK &&
+	   strstr(kc_schedule_knobs_json(s), "\"kc\":64") &&
+	   strstr(kc_schedule_knobs_json(s), "\"mr\":4"));
 	OK(kc_schedule_from_json(c, NULL, &host, "injective", "{\"mr\":4}", &s, &e) ==
 	   KC_BAD_SCHEDULE);
 	compile_ctx_free(c);

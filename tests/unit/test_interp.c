@@ -468,8 +468,8 @@ ops_b(void)
 	              IN(m), i32, "2", 2, N(1, 1));
 	check_op_attr("Argmax axis 0", "Argmax", "[{'name':'axis','value':[0]}]", 1, DT(f),
 	              DT("2,3"), IN(m), i32, "3", 3, N(0, 0, 0));
-	check_op_attr("Argmin axis 0", "Argmin", "[{'name':'axis','value':-2}]", 1, DT(f), DT("2,3"),
-	              IN(m), i32, "3", 3, N(1, 1, 1));
+	check_op_attr("Argmin axis 0", "Argmin", "[{'name':'axis','value':-2}]", 1, DT(f),
+	              DT("2,3"), IN(m), i32, "3", 3, N(1, 1, 1));
 	check_op_attr("Argmin default axis -1, int64", "Argmin", "null", 1, DT(f), DT("2,3"), IN(m),
 	              i64, "2", 2, N(2, 2));
 	check_op_attr("Argmax first of ties", "Argmax", "null", 1, DT(f), DT("3"), IN(N(3, 1, 3)),
@@ -504,9 +504,9 @@ ops_b(void)
 
 	/* x = arange(16) - 5 as [1,1,4,4] NCHW */
 	const double *x = N(-5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
-#define POOL(t, k, s, p, r) \
-	"[{'name':'pool_type','value':'" t "'},{'name':'kernel_size','value':" k "}," \
-	"{'name':'strides','value':" s "},{'name':'pad','value':" p "}," \
+#define POOL(t, k, s, p, r)                                                                        \
+	"[{'name':'pool_type','value':'" t "'},{'name':'kernel_size','value':" k "},"              \
+	"{'name':'strides','value':" s "},{'name':'pad','value':" p "},"                           \
 	"{'name':'round_mode','value':" r "},{'name':'data_layout','value':'NCHW'}]"
 	check_op_attr("Pool2D max 2x2/2", "Pool2D", POOL("max", "[2,2]", "[2,2]", "0", "0"), 1,
 	              DT(f), DT("1,1,4,4"), IN(x), f, "1,1,2,2", 4, N(0, 2, 8, 10));
@@ -516,8 +516,8 @@ ops_b(void)
 	              POOL("avg", "3", "2", "[1,1,1,1]", "false"), 1, DT(f), DT("1,1,4,4"), IN(x),
 	              f, "1,1,2,2", 4, N(-10.0 / 9, -6.0 / 9, 21.0 / 9, 5));
 	check_op_attr("Pool2D max 3x3/2 pad 1 ignores the padding", "Pool2D",
-	              POOL("max", "3", "2", "1", "0"), 1, DT(f), DT("1,1,4,4"), IN(x), f,
-	              "1,1,2,2", 4, N(0, 2, 8, 10));
+	              POOL("max", "3", "2", "1", "0"), 1, DT(f), DT("1,1,4,4"), IN(x), f, "1,1,2,2",
+	              4, N(0, 2, 8, 10));
 	check_op_attr("Pool2D max all-negative window next to padding", "Pool2D",
 	              POOL("max", "2", "1", "[1,1,0,0]", "0"), 1, DT(f), DT("1,1,2,2"),
 	              IN(N(-4, -3, -2, -1)), f, "1,1,2,2", 4, N(-4, -3, -2, -1));
@@ -609,7 +609,7 @@ layout_ops(void)
 }
 
 #define TD(n, dt, shp) "{'data_type':'" dt "','shape':[" shp "],'tensor_name':'" n "'}"
-#define TDF(n, dt, shp, fmt)                                                                      \
+#define TDF(n, dt, shp, fmt)                                                                       \
 	"{'data_type':'" dt "','format':'" fmt "','shape':[" shp "],'tensor_name':'" n "'}"
 #define GRAPH(ins, outs, ops)                                                                      \
 	"{'composite':true,'op':'t','process':'cpu','version':1,'input_desc':[" ins                \
@@ -633,18 +633,16 @@ concat_assign_matmul(void)
 	args[0] = a, args[1] = b, args[2] = y;
 	check_graph("Concat axis -1", strdup(cat1), args, 2, "float32", 6, N(1, 3, 4, 2, 5, 6));
 	static const char cat0[] =
-	    GRAPH(
-	        "[" TD("a", "float32", "1,2") "],[" TD("b", "float32", "2,2") "]",
-	        TD("y", "float32", "5,2"),
-	        "{'name':'Concat','attr':[{'name':'axis','value':0}],'input_desc':[[" TD(
-	            "a",
-	            "float32", "1,2") "," TD("b", "float32",
-	                                     "2,2") "," TD("a", "float32",
-	                                                   "1,2") "," TD("a", "float32",
-	                                                                 "1,2") "]],'output_desc':"
-	                                                                        "[" TD("y",
-	                                                                               "float32",
-	                                                                               "5,2") "]}");
+	    GRAPH("[" TD("a", "float32", "1,2") "],[" TD("b", "float32", "2,2") "]",
+	          TD("y", "float32", "5,2"),
+	          "{'name':'Concat','attr':[{'name':'axis','value':0}],'input_desc':[[" TD(
+	              "a", "float32",
+	              "1,2") "," TD("b", "float32",
+	                            "2,2") "," TD("a", "float32",
+	                                          "1,2") "," TD("a", "float32",
+	                                                        "1,2") "]],'output_desc':"
+	                                                               "[" TD("y", "float32",
+	                                                                      "5,2") "]}");
 	check_graph("Concat axis 0, a piece thrice", strdup(cat0), args, 2, "float32", 10,
 	            N(1, 2, 3, 4, 5, 6, 1, 2, 1, 2));
 
@@ -656,26 +654,31 @@ concat_assign_matmul(void)
 	    "{'name':'Mul','input_desc':[[" TD(
 	        "a", "float32",
 	        "3") "],[{'data_type':'float32','shape':[1],'tensor_name':'k','value':10}]],'"
-	             "output_desc':[" TD("m", "float32",
-	                                 "3") "]},"
-	                                      "{'name':'Assign','input_desc':[[" TD("a", "float32", "3") "],[" TD(
-	                                          "b", "float32",
-	                                          "3") "]],'output_desc':[" TD("o", "float32",
-	                                                                       "3") "]},"
-	                                                                            "{'name':'"
-	                                                                            "Add','"
-	                                                                            "input_"
-	                                                                            "desc':[[" TD("a", "float32", "3") "],[" TD(
-	                                                                                "a",
-	                                                                                "float32",
-	                                                                                "3") "]],'"
-	                                                                                     "outpu"
-	                                                                                     "t_"
-	                                                                                     "desc'"
-	                                                                                     ":"
-	                                                                                     "[" TD("y",
-	                                                                                            "float32",
-	                                                                                            "3") "]}");
+	             "output_desc':[" TD(
+	                 "m", "float32",
+	                 "3") "]},"
+	                      "{'name':'Assign','input_desc':[[" TD("a", "float32", "3") "],[" TD(
+	                          "b", "float32",
+	                          "3") "]],'output_desc':[" TD("o", "float32",
+	                                                       "3") "]},"
+	                                                            "{'name':'"
+	                                                            "Add','"
+	                                                            "input_"
+	                                                            "desc':[[" TD(
+	                                                                "a", "float32",
+	                                                                "3") "],[" TD("a",
+	                                                                              "float32",
+	                                                                              "3") "]],'"
+	                                                                                   "outpu"
+	                                                                                   "t_"
+	                                                                                   "desc'"
+	                                                                                   ":"
+	                                                                                   "[" TD(
+	                                                                                       "y",
+	                                                                                       "flo"
+	                                                                                       "at3"
+	                                                                                       "2",
+	                                                                                       "3") "]}");
 	memcpy(a, (float[]){1, 2, 3}, 12);
 	memcpy(b, (float[]){-4, 5, 0.5f}, 12);
 	float o[3], m[3];
@@ -698,15 +701,17 @@ concat_assign_matmul(void)
 	                                          "Sub','"
 	                                          "input_"
 	                                          "desc':[[" TD("a", "float32", "2") "],[" TD("c", "float32", "2") "]],'output_desc':[" TD(
-	                                              "y",
-	                                              "float32", "2") "]},"
-	                                                              "{'name':'Assign','input_"
-	                                                              "desc':[[" TD("a", "float32", "2") "],[" TD(
-	                                                                  "y", "float32",
-	                                                                  "2") "]],'output_desc':"
-	                                                                       "[" TD("z",
-	                                                                              "float32",
-	                                                                              "2") "]}");
+	                                              "y", "float32",
+	                                              "2") "]},"
+	                                                   "{'name':'Assign','input_"
+	                                                   "desc':[[" TD(
+	                                                       "a", "float32",
+	                                                       "2") "],[" TD("y", "float32",
+	                                                                     "2") "]],'output_desc'"
+	                                                                          ":"
+	                                                                          "[" TD("z",
+	                                                                                 "float32",
+	                                                                                 "2") "]}");
 	float c3[2] = {100, 200}, o2[2];
 	memcpy(a, (float[]){1, 2}, 8);
 	memcpy(b, (float[]){3, 4}, 8);
@@ -1024,28 +1029,39 @@ static const char *const struct_graphs[] = {
         "[" F32("p", "6,3") "],[" TD("ix", "int32", "5") "],[" F32("g", "6,3") "]",
         F32("ga", "5,3") "," F32("oh", "5,6") "," F32("o", "6,3") "," F32("q", "6,3"),
         OP2("Gather", "[{'name':'axis','value':0}]", F32("p", "6,3"), TD("ix", "int32", "5"),
-            F32("ga", "5,3")) ","
-                              "{'name':'OneHot','attr':[{'name':'depth','value':6}],'input_desc':["
-                              "[" TD("ix", "int32", "5") "],[" CONST("on", "1.5") "],[" CONST("off", "-0.5") "]],'output_desc':[" F32(
-                                  "oh",
-                                  "5,6") "]}," OP2("Sub", "null", F32("p", "6,3"), F32("g", "6,3"),
-                                                   F32("s",
-                                                       "6,3")) "," OP2("Assign", "null",
-                                                                       F32("p", "6,3"),
-                                                                       F32("s", "6,3"),
-                                                                       F32("o",
-                                                                           "6,3")) "," OP2("Mul",
-                                                                                           "null",
-                                                                                           F32("p",
-                                                                                               "6,"
-                                                                                               "3"),
-                                                                                           CONST(
-                                                                                               "tw"
-                                                                                               "o",
-                                                                                               "2"),
-                                                                                           F32("q",
-                                                                                               "6,"
-                                                                                               "3"))),
+            F32("ga",
+                "5,3")) ","
+                        "{'name':'OneHot','attr':[{'name':'depth','value':6}],'input_desc':["
+                        "[" TD("ix", "int32", "5") "],[" CONST("on", "1.5") "],[" CONST(
+                            "off",
+                            "-0."
+                            "5") "]],'output_desc':[" F32("oh",
+                                                          "5,6") "]}," OP2("Sub", "null",
+                                                                           F32("p", "6,3"),
+                                                                           F32("g", "6,3"),
+                                                                           F32("s",
+                                                                               "6,3")) "," OP2("Ass"
+                                                                                               "ig"
+                                                                                               "n",
+                                                                                               "nul"
+                                                                                               "l",
+                                                                                               F32("p",
+                                                                                                   "6,3"),
+                                                                                               F32("s",
+                                                                                                   "6,3"),
+                                                                                               F32("o",
+                                                                                                   "6,3")) "," OP2("Mul",
+                                                                                                                   "null",
+                                                                                                                   F32("p",
+                                                                                                                       "6,"
+                                                                                                                       "3"),
+                                                                                                                   CONST(
+                                                                                                                       "tw"
+                                                                                                                       "o",
+                                                                                                                       "2"),
+                                                                                                                   F32("q",
+                                                                                                                       "6,"
+                                                                                                                       "3"))),
     /* Conv2D NHWC, stride 2, asymmetric pads */
     GRAPH("[" F32("x", "2,7,6,3") "],[" F32("w", "4,3,3,3") "]", F32("y", "2,4,3,4"),
           OP2("Conv2D",
@@ -1073,23 +1089,23 @@ static const char *const struct_graphs[] = {
     GRAPH("[" F32("x", "9,33,5") "]", F32("c", "9,33,5") "," F32("p", "9,33,5"),
           OP1("CumSum", "[{'name':'axis','value':1},{'name':'reverse','value':true}]",
               F32("x", "9,33,5"), F32("c", "9,33,5")) "," OP1("CumProd",
-                                                               "[{'name':'axis','value':2},"
-                                                               "{'name':'exclusive','value':true}]",
-                                                               F32("x", "9,33,5"),
-                                                               F32("p", "9,33,5"))),
+                                                              "[{'name':'axis','value':2},"
+                                                              "{'name':'exclusive','value':true}]",
+                                                              F32("x", "9,33,5"),
+                                                              F32("p", "9,33,5"))),
     /* Pool2D avg NHWC 3x3/2 with pads, ceil mode; max NCHW 2x2/1 */
     GRAPH("[" F32("x", "2,9,10,16") "]", F32("a", "2,5,5,16") "," F32("m", "2,9,9,15"),
           OP1("Pool2D",
               "[{'name':'pool_type','value':'avg'},{'name':'data_layout','value':'NHWC'},"
               "{'name':'kernel_size','value':[3,3]},{'name':'strides','value':[2,2]},"
               "{'name':'pad','value':[1,1,1,0]},{'name':'round_mode','value':1}]",
-              F32("x", "2,9,10,16"), F32("a", "2,5,5,16")) "," OP1("Pool2D",
-                                                                   "[{'name':'pool_type','value':'max'},"
-                                                                   "{'name':'data_layout','value':'NCHW'},"
-                                                                   "{'name':'kernel_size','value':2},"
-                                                                   "{'name':'strides','value':1}]",
-                                                                   F32("x", "2,9,10,16"),
-                                                                   F32("m", "2,9,9,15"))),
+              F32("x", "2,9,10,16"),
+              F32("a", "2,5,5,16")) "," OP1("Pool2D",
+                                            "[{'name':'pool_type','value':'max'},"
+                                            "{'name':'data_layout','value':'NCHW'},"
+                                            "{'name':'kernel_size','value':2},"
+                                            "{'name':'strides','value':1}]",
+                                            F32("x", "2,9,10,16"), F32("m", "2,9,9,15"))),
 };
 
 static void
@@ -1143,11 +1159,11 @@ kernels(void)
 		OKF(differential(label, graphs[i], strlen(graphs[i]), 42 + i), "%s compiles",
 		    label);
 	}
-	static const char *const names[] = {"softmax",     "layernorm",  "matmul+bias",
-	                                    "batchmatmul", "layout mix", "gather/onehot/assign",
-	                                    "conv2d nhwc", "conv2d nchw groups",
-	                                    "argmax/argmin", "cumsum/cumprod",
-	                                    "pool2d avg/max"};
+	static const char *const names[] = {
+	    "softmax",        "layernorm",          "matmul+bias",
+	    "batchmatmul",    "layout mix",         "gather/onehot/assign",
+	    "conv2d nhwc",    "conv2d nchw groups", "argmax/argmin",
+	    "cumsum/cumprod", "pool2d avg/max"};
 	for (size_t i = 0; i < sizeof struct_graphs / sizeof struct_graphs[0]; i++) {
 		char *j = strdup(struct_graphs[i]);
 		for (char *q = j; *q; q++)

@@ -76,8 +76,7 @@ serialisation(void)
 	   h("{\"t\":{\"a\":1,,\"z\":2},\"version\":1}"));
 	/* a repeated key keeps its last value; NUL bytes survive */
 	OK(ms("{\"version\":1,\"a\":1,\"a\":2}") == h("{\"a\":2,\"version\":1}"));
-	OK(ms("{\"version\":1,\"s\":\"x\\u0000y\"}") ==
-	   h("{\"s\":\"x\\u0000y\",\"version\":1}"));
+	OK(ms("{\"version\":1,\"s\":\"x\\u0000y\"}") == h("{\"s\":\"x\\u0000y\",\"version\":1}"));
 	/* 200000 keys: sorted in O(n log n) */
 	{
 		KcBuf big = {0};

@@ -16,7 +16,6 @@
 #include "t.h"
 #include "tjson.h"
 
-
 /* Add(input_0[16,768], input_1[768]) -> Mul(., 0.5) -> output_0_1 */
 static const char base_json[] =
     "{'composite':true,'id':7,'op':'Fused_Add_Mul_test','process':'cpu','version':1,"
@@ -903,8 +902,9 @@ test_ops_b(void)
 	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
 	jset(d, "/output_desc/0/data_type", "'int32'");
 	expect(d, KC_OK, NULL, "Argmax int32");
-	d = one_op("Argmin", "4,6", "6", "[{'name':'axis','value':[-2]},"
-	                                 "{'name':'output_type','value':'int64'}]");
+	d = one_op("Argmin", "4,6", "6",
+	           "[{'name':'axis','value':[-2]},"
+	           "{'name':'output_type','value':'int64'}]");
 	jset(d, "/op_desc/0/output_desc/0/data_type", "'int64'");
 	jset(d, "/output_desc/0/data_type", "'int64'");
 	expect(d, KC_OK, NULL, "Argmin int64, list axis, output_type");
@@ -927,14 +927,16 @@ test_ops_b(void)
 	jset(d, "/output_desc/0/data_type", "'int32'");
 	expect(d, KC_BAD_SHAPE, "/op_desc/0/output_desc/0/shape", "Argmax drops the axis");
 	d = one_op("Argmax", "4,6", "4", "[{'name':'axis','value':1}]");
-	jset(d, "/op_desc/0/input_desc/1", "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
+	jset(d, "/op_desc/0/input_desc/1",
+	     "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
 	jset(d, "/op_desc/0/output_desc/0/data_type", "'int32'");
 	jset(d, "/output_desc/0/data_type", "'int32'");
 	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc/1/0", "Argmax with a second tensor input");
 
-	expect(one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':-1},"
-	                                      "{'name':'exclusive','value':true},"
-	                                      "{'name':'reverse','value':false}]"),
+	expect(one_op("CumSum", "4,6", "4,6",
+	              "[{'name':'axis','value':-1},"
+	              "{'name':'exclusive','value':true},"
+	              "{'name':'reverse','value':false}]"),
 	       KC_OK, NULL, "CumSum");
 	d = one_op("CumProd", "4,6", "4,6", "null");
 	jset(d, "/op_desc/0/input_desc/1",
@@ -944,16 +946,20 @@ test_ops_b(void)
 	       "CumSum without an axis");
 	expect(one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':-3}]"), KC_BAD_GRAPH,
 	       "/op_desc/0/attr/0/value", "CumSum axis out of range");
-	expect(one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':0},"
-	                                      "{'name':'reverse','value':'yes'}]"),
+	expect(one_op("CumSum", "4,6", "4,6",
+	              "[{'name':'axis','value':0},"
+	              "{'name':'reverse','value':'yes'}]"),
 	       KC_BAD_GRAPH, "/op_desc/0/attr/1/value", "reverse not a bool");
 	d = one_op("CumSum", "4,6", "4,6", "[{'name':'axis','value':0}]");
-	jset(d, "/op_desc/0/input_desc/1", "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
-	jset(d, "/op_desc/0/input_desc/2", "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
+	jset(d, "/op_desc/0/input_desc/1",
+	     "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
+	jset(d, "/op_desc/0/input_desc/2",
+	     "[{'data_type':'float32','shape':[4,6],'tensor_name':'a'}]");
 	expect(d, KC_BAD_GRAPH, "/op_desc/0/input_desc", "CumSum with three inputs");
 
-#define PL(x) "[{'name':'pool_type','value':'max'},{'name':'kernel_size','value':[3,3]}," \
-	      "{'name':'strides','value':[2,2]},{'name':'data_layout','value':'NCHW'}" x "]"
+#define PL(x)                                                                                      \
+	"[{'name':'pool_type','value':'max'},{'name':'kernel_size','value':[3,3]},"                \
+	"{'name':'strides','value':[2,2]},{'name':'data_layout','value':'NCHW'}" x "]"
 	expect(one_op("Pool2D", "1,2,9,9", "1,2,4,4", PL("")), KC_OK, NULL, "Pool2D max");
 	expect(one_op("Pool2D", "1,2,9,9", "1,2,5,5", PL(",{'name':'pad','value':[1,1,1,1]}")),
 	       KC_OK, NULL, "Pool2D pads");
@@ -967,8 +973,9 @@ test_ops_b(void)
 	       KC_UNSUPPORTED, "/op_desc/0/input_desc", "Pool2D pad >= kernel");
 	expect(one_op("Pool2D", "1,2,9,9", "1,2,4,4", PL(",{'name':'pad','value':[1,1]}")),
 	       KC_BAD_GRAPH, "/op_desc/0/attr/4/value", "Pool2D two pads");
-	expect(one_op("Pool2D", "1,2,9,9", "1,2,4,4", PL(",{'name':'data_layout','value':'NC1HWC0'}")),
-	       KC_UNSUPPORTED, "/op_desc/0/attr/4/value", "Pool2D layout");
+	expect(
+	    one_op("Pool2D", "1,2,9,9", "1,2,4,4", PL(",{'name':'data_layout','value':'NC1HWC0'}")),
+	    KC_UNSUPPORTED, "/op_desc/0/attr/4/value", "Pool2D layout");
 	expect(one_op("Pool2D", "2,9,9", "2,4,4", PL("")), KC_BAD_SHAPE, "/op_desc/0/input_desc",
 	       "Pool2D rank 3");
 	expect(one_op("Pool2D", "1,2,9,9", "1,2,1,1",

@@ -360,7 +360,7 @@ test_errors(void)
 	expect_bad("x86_64-neoverse-n1", "neoverse-n1"); /* an aarch64 CPU */
 	expect_bad("x86_64-i386", "64-bit");             /* 32-bit CPUs: LLVM would abort */
 	expect_bad("x86_64-pentium4+sse3", "64-bit");
-	expect_bad("aarch64+avx2", "avx2");              /* an x86 feature */
+	expect_bad("aarch64+avx2", "avx2"); /* an x86 feature */
 	expect_bad("x86_64x", NULL);
 	expect_bad("CPU", NULL);
 	char big[1200];

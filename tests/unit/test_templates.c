@@ -848,8 +848,8 @@ matmul(void)
 	 * split into uneven blocks, M just over one row block (144), N around
 	 * the register tile (48 columns with AVX-512), K past 4096 (short
 	 * K-blocks) */
-	static const int64_t blk[][3] = {{17, 33, 513}, {17, 33, 1025}, {145, 47, 33},
-	                                 {9, 49, 700},  {2, 95, 97},    {150, 97, 600},
+	static const int64_t blk[][3] = {{17, 33, 513},  {17, 33, 1025}, {145, 47, 33},
+	                                 {9, 49, 700},   {2, 95, 97},    {150, 97, 600},
 	                                 {17, 33, 4097}, {5, 70, 12289}};
 	for (size_t e = 0; e < sizeof blk / sizeof blk[0]; e++)
 		for (int t = 0; t < 4; t++)
@@ -1439,12 +1439,11 @@ transpose(void)
 	}
 	/* elementwise ops on the transposed values: casts between element
 	 * sizes, a scale */
-	static const char *const casts[][2] = {{"float32", "float16"}, {"float16", "float32"},
-	                                       {"int8", "float32"},    {"float32", "int32"},
-	                                       {"float64", "float32"}, {"bool", "float32"},
-	                                       {"uint8", "int64"},     {"bfloat16", "float64"},
-	                                       {"float32", "int8"},    {"int32", "bool"},
-	                                       {"float64", "float16"}, {"int64", "int16"}};
+	static const char *const casts[][2] = {
+	    {"float32", "float16"}, {"float16", "float32"},  {"int8", "float32"},
+	    {"float32", "int32"},   {"float64", "float32"},  {"bool", "float32"},
+	    {"uint8", "int64"},     {"bfloat16", "float64"}, {"float32", "int8"},
+	    {"int32", "bool"},      {"float64", "float16"},  {"int64", "int16"}};
 	for (size_t c = 0; c < sizeof casts / sizeof casts[0]; c++)
 		tr_post(casts[c][0], 2, c % 2 ? t2a : t2b, p2, "cast", casts[c][1]);
 	static const char *const muls[] = {"float32", "float16", "float64", "int32", "int8"};
