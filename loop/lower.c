@@ -1,8 +1,10 @@
 /* lower.c - IrGraph -> LoopNest: a sequence of stages.
  *
  * A plan picks the values that are materialised (a buffer and a stage of
- * their own): reduction results, Concat results, computed Gather params
- * and the sources of in-place writes. Stages: (1) the materialised values
+ * their own): reduction, MatMul, Conv2D, Concat, Argmax/Argmin,
+ * CumSum/CumProd and Pool2D results, computed Gather params and Arg
+ * operands, the sources of in-place writes, and costly values several
+ * stages would inline (plan_shared). Stages: (1) the materialised values
  * in graph order, writing their kernel output or a workspace; (2) one
  * injective stage per group of the remaining kernel outputs sharing a
  * shape; (3) one copy stage per Assign/InplaceAssign, last. Every other
@@ -579,9 +581,10 @@ same_shape(const IrValue *a, const IrValue *b)
 	       memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank) == 0;
 }
 
-/* Values that get a buffer and a stage of their own: reduction results,
- * and the computed sources of in-place writes (the write-back then copies a
- * finished buffer, so it can never race with reads of the old value). */
+/* Values that get a buffer and a stage of their own (the file's header
+ * lists them). A computed source of an in-place write is one so the
+ * write-back copies a finished buffer and never races with reads of the
+ * old value. */
 typedef struct Plan {
 	bool *mat;  /* per value id */
 	int *group; /* per kernel output: its injective stage group, -1 = none */

@@ -1,7 +1,7 @@
 /* print.c - textual dump of the loop-nest IR (pass dumps "== lower ==" and
  * "== schedule =="). One line per buffer, loop and expression node:
  *
- *   stage s0:
+ *   stage s0 (grain 16384):
  *     for v2 in 0..12288 parallel vectorized(8) unroll(2):
  *       %3 = load b0[v2] : float32
  *       %5 = Add %3, %4 : float32
@@ -11,8 +11,7 @@
  * group's row block as "buffer b3 local float32[1]"; the lead of a fused
  * group says "fused rows with s1..s2 at 1 loop" and its members "fused into
  * the region above" (their shared loops print again, unannotated); a
- * reduction
- * stage marks its reduction loops and its store:
+ * reduction stage marks its reduction loops and its store:
  *   stage s0 (grain 16384) reduce Maximum over 1 loop:
  *     for v0 in 0..32 parallel:
  *       for v1 in 0..1001 reduce vectorized(16):
