@@ -31,13 +31,6 @@ typedef enum KnobId {
 	KNOB_COUNT
 } KnobId;
 
-/* A row's ctype is its KcKnobs member's type (knob_set converts to it). */
-#define X(e, field, ctype, ...)                                                                    \
-	_Static_assert(_Generic(((KcKnobs *)0)->field, ctype : 1, default : 0),                    \
-	               "KcKnobs." #field " is not a " #ctype);
-#include "knobs.def"
-#undef X
-
 static const KcKnobInfo knob_info[KNOB_COUNT] = {
 #define X(e, field, ctype, ty, lo, hi, sp, df, tpl, be, print, hl)                                 \
 	{.name = #field,                                                                           \

@@ -271,19 +271,10 @@ typedef struct LoopNest {
 /* One member per knobs.def row (its ranges, defaults and templates are
  * there), plus what the target fixes. */
 typedef struct KcKnobs {
-	int vector_width;
-	int unroll;
-	int64_t parallel_grain;
-	/* the GEMM stages of the "matmul" template (LnGemm) */
-	int mr, nr_vecs; /* micro-tile: mr rows x nr_vecs vectors */
-	int vregs;       /* not a knob: the target's vector registers */
-	int64_t mc, nc, kc;
-	bool fuse_epilogue;
-	bool fuse_rows; /* fuse.c */
-	int rfactor;
-	int tile;
-	bool stream;
-	int jam;
+#define X(e, field, ctype, ...) ctype field;
+#include "knobs.def"
+#undef X
+	int vregs; /* not a knob: the target's vector registers (GEMM micro-tile) */
 } KcKnobs;
 
 struct KcSchedule {
