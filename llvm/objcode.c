@@ -93,13 +93,14 @@ obj_target_machine(const KcTarget *t, KcErr *err)
  *   loop-vectorize   the epilogue's column loop (its math through VFABI);
  *   loop-unroll      the micro-kernel's k loop (unroll.count metadata);
  *   instcombine, simplifycfg   clean up after the vectoriser.
- * default<O3> spent ~35-45 ms on such a module, mostly in loop passes
+ * default<O3> spends most of its time on such a module in loop passes
  * (LICM, IndVarSimplify, unswitching, runtime unrolling of the packing
- * loop), and left the micro-kernel's machine code as it was; strength
- * reduction and machine LICM still run in the backend. This pipeline
- * takes ~4 ms and the kernels run at the same speed
- * (docs/performance-compiler.md). Modules with any other stage keep default<O3>: reductions
- * and injective stages are emitted as scalar loops that rely on it. */
+ * loop) and leaves the micro-kernel's machine code as it was; strength
+ * reduction and machine LICM still run in the backend. This pipeline is
+ * about ten times shorter and the kernels run at the same speed
+ * (docs/performance-compiler.md has the figures). Modules with any other
+ * stage keep default<O3>: reductions and injective stages are emitted as
+ * scalar loops that rely on it. */
 #define INSTCOMBINE "instcombine<max-iterations=1;no-verify-fixpoint>" /* as in default<O3> */
 #define GEMM_PIPELINE                                                                              \
 	"function(sroa,early-cse," INSTCOMBINE                                                     \

@@ -301,8 +301,8 @@ KcStatus knobs_parse(const struct cJSON *o, KcTemplate tpl, const char *where, K
  * ones, absent when none does, so equal schedules print equal. */
 const char *knobs_canonical(Arena *a, const KcSchedule *s);
 bool knobs_eq(const KcKnobs *a, const KcKnobs *b);
-/* Every knob at its knobs.def dflt (0 where the target decides), before
- * sched_default_knobs sets what depends on the target. */
+/* Every knob at its knobs.def dflt (0 where the target decides); what
+ * depends on the target is sched_default_knobs'. */
 void knobs_default(KcKnobs *k);
 
 /* ---- lower.c: IrGraph -> LoopNest (a sequence of stages) ----------------- */
@@ -398,7 +398,8 @@ KcStatus sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err);
 KcStatus sched_from_cjson(CompileCtx *c, const KcGraph *g, const KcTarget *t,
                           const char *template_name, const struct cJSON *knobs, KcSchedule **out,
                           KcErr *err);
-/* Default knobs for a target (vector width and registers: its targets.def columns). */
+/* Default knobs for a target: every knobs.def default (knobs_default),
+ * then the vector width and registers from its targets.def columns. */
 void sched_default_knobs(const KcTarget *t, KcKnobs *out);
 /* Does target t convert float32 <-> float16 in hardware (LoopNest.hw_half)? */
 bool sched_target_hw_half(const KcTarget *t);

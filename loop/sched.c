@@ -39,26 +39,12 @@ sched_default_knobs(const KcTarget *t, KcKnobs *out)
 {
 	/* the target's columns (targets.def): t comes from a resolver or
 	 * kc_target_fill */
-	int w = t->vector_width;
-
-	KC_ASSERT(w > 0 && t->vector_regs > 0);
-
-	out->vector_width = w;
-	out->unroll = 0; /* auto, per stage (sched_apply) */
-	out->parallel_grain = 16384;
-	/* GEMM micro-tile: 0 = chosen from the shape among the tiles that fit
-	 * the vector registers (lower_gemm.c): 32 with AVX-512 and on AArch64
-	 * (NEON), 16 with AVX2/SSE */
-	out->mr = 0;
-	out->nr_vecs = 0;
+	KC_ASSERT(t->vector_width > 0 && t->vector_regs > 0);
+	knobs_default(out);
+	out->vector_width = t->vector_width;
+	/* not a knob: the GEMM micro-tile (mr, nr_vecs 0 = from the shape) is
+	 * chosen among the tiles that fit these registers (lower_gemm.c) */
 	out->vregs = t->vector_regs;
-	out->mc = out->nc = out->kc = 0; /* from the shape (lower_gemm.c) */
-	out->fuse_epilogue = true;
-	out->fuse_rows = true;
-	out->rfactor = 0;
-	out->tile = 0;
-	out->stream = true;
-	out->jam = 0;
 }
 
 KcSchedule *
@@ -72,7 +58,6 @@ kc_schedule_default(CompileCtx *c, const KcGraph *g, const KcTarget *t)
 	         : nreduce ? KC_TEMPLATE_REDUCE
 	                   : KC_TEMPLATE_INJECTIVE;
 	s->template_name = kc_template_name(s->tpl);
-	knobs_default(&s->knobs);
 	sched_default_knobs(t, &s->knobs);
 	s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);
 	for (int i = 0; i < s->nstages; i++)
@@ -167,7 +152,6 @@ sched_from_cjson(CompileCtx *c, const KcGraph *g, const KcTarget *t, const char 
 		s = ARENA_NEW(c->arena, KcSchedule);
 		s->tpl = (KcTemplate)tpl;
 		s->template_name = kc_template_name(s->tpl);
-		knobs_default(&s->knobs);
 		sched_default_knobs(t, &s->knobs);
 		s->nstages = cJSON_IsArray(sg) ? cJSON_GetArraySize(sg) : 0;
 		s->stage = ARENA_ARRAY(c->arena, KcKnobs, s->nstages + 1);

@@ -4,9 +4,9 @@
  *
  * Parses FILE, resolves TARGET (a named target, never "cpu": the output
  * must not depend on the machine running it), takes the default schedule
- * and runs kc_compile with a dump buffer, then prints the sections of the
- * chosen passes (default "lower,schedule": the loop nest before and after
- * scheduling) in pipeline order, each with its "== name ==" header. Only
+ * and runs kc_compile with a dump of the chosen passes (default
+ * "lower,schedule": the loop nest before and after scheduling), which it
+ * prints: in pipeline order, each with its "== name ==" header. Only
  * the public API of compiler/compiler.h is used, so the output pins what
  * the compiler produces, not how its files are laid out. The whole
  * pipeline runs, so a graph that stops compiling fails here too.
@@ -45,38 +45,24 @@ done:
 	return p;
 }
 
-/* Is `name` one of the comma-separated names in `list`? */
-static bool
-listed(const char *list, const char *name, size_t len)
+/* The dump_passes mask of a comma-separated list of pass names; 0 if a
+ * name is not a pass (or the list is empty). */
+static unsigned
+pass_mask(const char *list)
 {
+	unsigned mask = 0;
+
 	for (const char *p = list; *p;) {
 		size_t n = strcspn(p, ",");
-		if (n == len && strncmp(p, name, len) == 0)
-			return true;
+		KcPass k = kc_pass_lookup(p, n);
+		if (k == KC_PASS_COUNT)
+			return 0;
+		mask |= 1u << k;
 		p += n;
 		if (*p == ',')
 			p++;
 	}
-	return false;
-}
-
-/* Write the sections of `dump` whose pass is in `passes`. A section is a
- * "== name ==" line and everything up to the next such line. */
-static void
-print_sections(const char *dump, const char *passes)
-{
-	bool on = false;
-
-	for (const char *p = dump; *p;) {
-		const char *nl = strchr(p, '\n');
-		size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
-		size_t body = nl ? n - 1 : n;
-		if (body >= 6 && strncmp(p, "== ", 3) == 0 && strncmp(p + body - 3, " ==", 3) == 0)
-			on = listed(passes, p + 3, body - 6);
-		if (on)
-			fwrite(p, 1, n, stdout);
-		p += n;
-	}
+	return mask;
 }
 
 int
@@ -100,7 +86,7 @@ main(int argc, char **argv)
 		argv += 2;
 		argc -= 2;
 	}
-	if (argc != 3) {
+	if (argc != 3 || !(opts.dump_passes = pass_mask(passes))) {
 		fprintf(stderr, "usage: kc_golden [-p PASS[,PASS...]] FILE TARGET\n");
 		return 2;
 	}
@@ -121,7 +107,8 @@ main(int argc, char **argv)
 	opts.verify = true;
 	if (kc_compile(c, g, &tgt, kc_schedule_default(c, g, &tgt), &opts, &art, &err) != KC_OK)
 		goto done;
-	print_sections(dump.data ? dump.data : "", passes);
+	if (dump.len)
+		fwrite(dump.data, 1, dump.len, stdout);
 	rc = fflush(stdout) == 0 ? 0 : 1;
 done:
 	if (err.status != KC_OK)

@@ -124,6 +124,18 @@ def post(port, path, body, timeout):
     return r.status, j, raw.decode("utf-8", "replace")
 
 
+def refused(r, st, e, desc, ops):
+    """Fills result r for a 4xx answer with error record e: "refused",
+    or "FAIL" when the refusal is not one the corpus allows."""
+    r["result"] = "refused"
+    r["code"] = e.get("code")
+    r["why"] = "%d %s: %s%s" % (st, e.get("code"), e.get("message"),
+                                (" at " + e["where"]) if e.get("where") else "")
+    r["allowed"] = allowed_refusal(desc, ops)
+    if not r["allowed"]:
+        r["result"] = "FAIL"
+
+
 def run_one(d, path, rel, timeout):
     with open(path, "rb") as f:
         body = f.read()
@@ -147,14 +159,7 @@ def run_one(d, path, rel, timeout):
         r["result"] = "FAIL"
         r["why"] = "failure %s: %s" % (j.get("failure"), json.dumps(j.get("outputs"))[:300])
     elif j and isinstance(j.get("error"), dict):
-        e = j["error"]
-        r["result"] = "refused"
-        r["code"] = e.get("code")
-        r["why"] = "%d %s: %s%s" % (st, e.get("code"), e.get("message"),
-                                     (" at " + e["where"]) if e.get("where") else "")
-        r["allowed"] = allowed_refusal(desc, ops)
-        if not r["allowed"]:
-            r["result"] = "FAIL"
+        refused(r, st, j["error"], desc, ops)
     else:
         r["result"] = "FAIL"
         r["why"] = "HTTP %s: %s" % (st, raw[:300])
@@ -207,13 +212,7 @@ def run_fixture(fx, runner, corpus, path, rel, timeout):
     if ans["status"] != 200:
         e = (ans.get("error") or {}).get("error")
         if isinstance(e, dict) and 400 <= ans["status"] < 500:
-            r["result"] = "refused"
-            r["code"] = e.get("code")
-            r["why"] = "%d %s: %s%s" % (ans["status"], e.get("code"), e.get("message"),
-                                         (" at " + e["where"]) if e.get("where") else "")
-            r["allowed"] = allowed_refusal(desc, ops)
-            if not r["allowed"]:
-                r["result"] = "FAIL"
+            refused(r, ans["status"], e, desc, ops)
         else:
             r["result"] = "FAIL"
             r["why"] = "HTTP %s: %s" % (ans["status"], json.dumps(ans.get("error"))[:300])
