@@ -90,6 +90,34 @@ void kc_buf_json_str(KcBuf *b, const char *s);
 char *kc_buf_take(KcBuf *b, size_t *len);
 void kc_buf_free(KcBuf *b);
 
+/* ---- JSON pre-scan (json_scan.c) ----------------------------------------
+ * A JSON tree costs far more than its text (cJSON: one ~80-byte node per
+ * value), so a client-sized body is bounded before it is parsed. */
+
+/* `where` of the error kc_json_scan records: the whole body. */
+#define KC_JSON_SCAN_WHERE "body"
+
+/* What kc_json_scan counted (up to where it stopped). */
+typedef struct KcJsonScan {
+	int64_t tokens; /* strings (object keys too), numbers and literals, arrays, objects */
+	int depth;      /* most arrays and objects open at once */
+} KcJsonScan;
+
+/* Scans `len` bytes of `json` (no NUL needed; NULL with len 0 allowed)
+ * once, counting tokens and nesting depth, and stops at the first bound
+ * passed. The token count is an upper bound on the values any JSON parser
+ * builds from the same bytes, valid JSON or not.
+ *   max_tokens  most tokens (<= 0: not checked)
+ *   max_depth   deepest nesting of arrays and objects (<= 0: not checked)
+ *   out         may be NULL; gets the counts so far
+ * Returns KC_OK, or KC_TOO_LARGE (413) with err->where KC_JSON_SCAN_WHERE
+ * and a message naming the setting (max_json_tokens, max_json_depth). It
+ * does not validate: text that is not JSON but within the bounds is
+ * KC_OK, and the parser that follows refuses it. No allocation; linear in
+ * len; thread-safe. */
+KcStatus kc_json_scan(const char *json, size_t len, int64_t max_tokens, int max_depth,
+                      KcJsonScan *out, KcErr *err);
+
 /* ---- hashing ---------------------------------------------------------- */
 typedef struct KcDigest {
 	unsigned char b[32];

@@ -42,7 +42,17 @@ typedef struct KcLimits {
 	int max_tensors;      /* kernel inputs + outputs (default 1024) */
 	int max_rank;         /* dims per tensor (default and maximum KC_MAX_RANK) */
 	int64_t max_elements; /* elements per tensor (default 1<<31) */
+
+	/* The JSON pre-scan (kc_json_scan), run on the text before any tree
+	 * is built: over either bound is KC_TOO_LARGE naming "body". */
+	int64_t max_json_tokens; /* tokens of the document (default KC_JSON_TOKENS) */
+	int max_json_depth;      /* nesting of arrays and objects (default KC_JSON_DEPTH) */
 } KcLimits;
+/* About twice the tokens of the densest real composite file at 1 MiB (12%
+ * of its bytes), a quarter of what 1 MiB of "[0,0,...]" has. */
+#define KC_JSON_TOKENS 262144
+/* Composite files nest 7 deep; constants of the largest rank add 8. */
+#define KC_JSON_DEPTH 64
 
 /* Which code generator a target's row belongs to (targets.def BACKEND). */
 typedef enum KcBackendKind {
@@ -139,7 +149,9 @@ Arena *compile_ctx_arena(CompileCtx *c);
  * Parse and validate a composite JSON document (akg-format.md) of `len`
  * bytes. Returns KC_OK and sets *out (owned by c), or:
  *   KC_BAD_JSON          not JSON (400)
- *   KC_TOO_LARGE         over a KcLimits bound (413)
+ *   KC_TOO_LARGE         over a KcLimits bound (413); over max_json_tokens
+ *                        or max_json_depth (where "body"), found by
+ *                        kc_json_scan before the text is parsed
  *   KC_BAD_GRAPH, KC_UNSUPPORTED_OP, KC_UNSUPPORTED_DTYPE, KC_BAD_SHAPE,
  *   KC_UNSUPPORTED       invalid or unsupported graph (422)
  * with err->where a JSON pointer into the document. */

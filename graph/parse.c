@@ -8,8 +8,10 @@
  * Select conditions bool: old Ascend files declaring a comparison float get
  * an explicit Cast after it and NotEqual(mask, 0) before the Select.
  * Client-controlled sizes are checked against KcLimits before anything is
- * allocated from them; every failure is a request error with a JSON pointer
- * in err->where. Strings the graph keeps are copied into the context arena.
+ * allocated from them, the text itself (tokens, nesting) by kc_json_scan
+ * before cJSON builds a tree; every failure is a request error with a JSON
+ * pointer in err->where. Strings the graph keeps are copied into the
+ * context arena.
  */
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -1049,12 +1051,21 @@ kc_parse(CompileCtx *c, const char *json, size_t len, const KcLimits *lim, KcGra
 		p.lim.max_rank = KC_MAX_RANK;
 	if (p.lim.max_elements <= 0)
 		p.lim.max_elements = (int64_t)1 << 31;
+	if (p.lim.max_json_tokens <= 0)
+		p.lim.max_json_tokens = KC_JSON_TOKENS;
+	if (p.lim.max_json_depth <= 0)
+		p.lim.max_json_depth = KC_JSON_DEPTH;
 
+	/* bounded before cJSON builds a tree of it (a node per value) */
+	KcStatus st =
+	    kc_json_scan(json, len, p.lim.max_json_tokens, p.lim.max_json_depth, NULL, err);
+	if (st != KC_OK)
+		return st;
 	cJSON *root = cJSON_ParseWithLength(json, len);
 	if (!root)
 		return kc_fail(err, KC_BAD_JSON, "", "the body is not valid JSON");
 	p.g = ARENA_NEW(p.a, IrGraph);
-	KcStatus st = parse_top(&p, root);
+	st = parse_top(&p, root);
 	cJSON_Delete(root);
 	if (st != KC_OK) {
 		/* a status without a record would be a bug above */

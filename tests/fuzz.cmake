@@ -1,5 +1,5 @@
-# libFuzzer targets (tests/fuzz/): fuzz_parse (kc_parse + kc_workload on
-# the bytes) and fuzz_route (api_route + kc_target_resolve).
+# libFuzzer targets (tests/fuzz/): fuzz_parse (kc_json_scan against cJSON,
+# kc_parse + kc_workload on the bytes) and fuzz_route (api_route + kc_target_resolve).
 # They need clang's libFuzzer, so they are built only in a separate clang
 # configuration with -DKC_FUZZ=ON, which tests/fuzz/run.sh makes in
 # <build>/fuzz. The normal build registers one slow test that runs that
@@ -11,7 +11,7 @@ if(KC_FUZZ)
   endif()
   foreach(_t parse route)
     add_executable(fuzz_${_t} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_${_t}.c)
-    target_link_libraries(fuzz_${_t} PRIVATE kc_api kc_compiler kc_common)
+    target_link_libraries(fuzz_${_t} PRIVATE kc_api kc_compiler kc_common PkgConfig::CJSON)
     target_link_options(fuzz_${_t} PRIVATE -fsanitize=fuzzer)
   endforeach()
 else()

@@ -68,6 +68,39 @@ buffers(void)
 	kc_buf_free(&b);
 }
 
+/* kc_json_scan: tokens (strings, keys included, scalars, containers),
+ * depth, brackets inside strings skipped, exact limits. */
+static void
+json_scan(void)
+{
+	KcJsonScan js;
+	KcErr err = {0};
+	OK(kc_json_scan(NULL, 0, 1, 1, &js, &err) == KC_OK && js.tokens == 0 && js.depth == 0);
+	const char *doc = "{\"a\": [1, -2.5e3, {\"b\":\"x]}\\\"[\"}], \"c\" :true, \"d\":null}";
+	OK(kc_json_scan(doc, strlen(doc), 0, 0, &js, &err) == KC_OK);
+	OKF(js.tokens == 12 && js.depth == 3, "tokens %lld depth %d", (long long)js.tokens,
+	    js.depth);
+	OK(kc_json_scan(doc, strlen(doc), 12, 3, NULL, &err) == KC_OK && err.status == KC_OK);
+	OK(kc_json_scan(doc, strlen(doc), 11, 3, &js, &err) == KC_TOO_LARGE &&
+	   strcmp(err.where, KC_JSON_SCAN_WHERE) == 0 && strstr(err.msg, "max_json_tokens") &&
+	   js.tokens == 12);
+	err = (KcErr){0};
+	OK(kc_json_scan(doc, strlen(doc), 12, 2, NULL, &err) == KC_TOO_LARGE &&
+	   strstr(err.msg, "max_json_depth"));
+	/* not JSON: counted, not judged */
+	err = (KcErr){0};
+	OK(kc_json_scan("hello world]]}", 14, 0, 0, &js, &err) == KC_OK && js.tokens == 2 &&
+	   js.depth == 0);
+	/* an unterminated string and a trailing backslash end the scan */
+	OK(kc_json_scan("[\"abc\\", 6, 0, 0, &js, &err) == KC_OK && js.tokens == 2 &&
+	   js.depth == 1);
+	/* deep nesting stops at the first bracket past the bound */
+	char deep[2000];
+	memset(deep, '[', sizeof deep);
+	OK(kc_json_scan(deep, sizeof deep, 0, 1000, &js, &err) == KC_TOO_LARGE &&
+	   js.depth == 1001 && js.tokens == 1001);
+}
+
 static void
 hashing(void)
 {
@@ -102,6 +135,7 @@ main(void)
 	t_sub("errors: first wins, table lookups", errors_first_wins);
 	t_sub("arena", arena_basics);
 	t_sub("buffers", buffers);
+	t_sub("JSON pre-scan", json_scan);
 	t_sub("hashing", hashing);
 	return t_done();
 }

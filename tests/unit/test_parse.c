@@ -504,6 +504,40 @@ test_shapes(void)
 	expect_lim(base(), &lim, KC_TOO_LARGE, "/input_desc/0/0/shape", "max_elements");
 	lim = (KcLimits){.max_ops = 2, .max_tensors = 3, .max_rank = 2, .max_elements = 16 * 768};
 	expect_lim(base(), &lim, KC_OK, NULL, "exactly at the limits");
+	/* the JSON pre-scan, before cJSON: the document's own token count and
+	 * depth pass, one less is refused naming the body */
+	cJSON *d0 = base();
+	char *txt = cJSON_PrintUnformatted(d0);
+	cJSON_Delete(d0);
+	KcJsonScan js;
+	OK(kc_json_scan(txt, strlen(txt), 0, 0, &js, NULL) == KC_OK && js.tokens > 50 &&
+	   js.depth == 7);
+	free(txt);
+	lim = (KcLimits){.max_json_tokens = js.tokens, .max_json_depth = js.depth};
+	expect_lim(base(), &lim, KC_OK, NULL, "exactly at the JSON token and depth limits");
+	lim = (KcLimits){.max_json_tokens = js.tokens - 1};
+	expect_lim(base(), &lim, KC_TOO_LARGE, "body", "max_json_tokens");
+	lim = (KcLimits){.max_json_depth = js.depth - 1};
+	expect_lim(base(), &lim, KC_TOO_LARGE, "body", "max_json_depth");
+	/* the defaults refuse 1 MiB of [0,0,...] and 100 levels of [ */
+	size_t n = 1u << 20;
+	char *flat = malloc(n);
+	flat[0] = '[';
+	for (size_t i = 1; i + 1 < n; i += 2)
+		flat[i] = '0', flat[i + 1] = ',';
+	flat[n - 2] = '0', flat[n - 1] = ']';
+	CompileCtx *cc = compile_ctx_new();
+	KcGraph *g = NULL;
+	KcErr err = {0};
+	OK(kc_parse(cc, flat, n, NULL, &g, &err) == KC_TOO_LARGE &&
+	   strcmp(err.where, "body") == 0 && strstr(err.msg, "max_json_tokens"));
+	memset(flat, '[', 100);
+	memset(flat + 100, ']', 100);
+	err = (KcErr){0};
+	OK(kc_parse(cc, flat, 200, NULL, &g, &err) == KC_TOO_LARGE &&
+	   strstr(err.msg, "max_json_depth"));
+	compile_ctx_free(cc);
+	free(flat);
 }
 
 /* Cast, Reshape, BroadcastTo: attrs and v2 attr-inputs must agree. */
