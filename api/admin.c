@@ -331,7 +331,12 @@ h_import(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 			KcErr lerr = {0};
 			memset(il, 0, sizeof *il);
 			il->line = lineno;
-			if (import_parse(q, (size_t)(le - q), il, &lerr) == KC_OK) {
+			/* each line is bounded as a body of its own, and parsed
+			 * and freed before the next */
+			bool scanned = api_json_scan(a, q, (size_t)(le - q), &lerr) == KC_OK;
+			if (!scanned)
+				api_metrics_json_refusal(a);
+			if (scanned && import_parse(q, (size_t)(le - q), il, &lerr) == KC_OK) {
 				nlines++;
 			} else {
 				kc_buf_free(&il->record);
@@ -424,6 +429,10 @@ h_admin_evict(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *
 	const char *body = req->body ? req->body : "";
 	const char *q = skip_ws(body, body + req->body_len);
 	if (q < body + req->body_len) {
+		if (api_json_scan(a, body, req->body_len, &err) != KC_OK) {
+			api_reply_kcerr(resp, &err);
+			return;
+		}
 		cJSON *j = cJSON_ParseWithLength(body, req->body_len);
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "target_bytes");
 		bool parsed = j != NULL;

@@ -20,10 +20,27 @@
 
 typedef struct ApiCtx ApiCtx; /* opaque; one per process */
 
+/* The body caps of routes.def: API_BODY_CAP_0 is max_body_bytes (a row's
+ * cap column 0), then one per B row, named after its setting. */
+typedef enum ApiBodyCap {
+	API_BODY_CAP_0,
+#define B(setting) API_BODY_CAP_##setting,
+#define R(e, method, pattern, handler, flags, cap)
+#include "routes.def"
+#undef R
+#undef B
+	API_BODY_CAP_COUNT
+} ApiBodyCap;
+
 /* Everything api/ needs from the configuration. */
 typedef struct ApiConfig {
-	KcLimits limits;       /* passed to kc_parse (zero fields: defaults) */
+	KcLimits limits;       /* passed to kc_parse (zero fields: defaults); its
+	                        * JSON pre-scan bounds also bound the bodies of
+	                        * schedule PUT, import (per line) and evict */
 	size_t max_body_bytes; /* largest accepted request body */
+	/* the B-row caps of routes.def, by ApiBodyCap ([API_BODY_CAP_0] is
+	 * unused: max_body_bytes); 0: max_body_bytes */
+	size_t body_caps[API_BODY_CAP_COUNT];
 	const char *linker;    /* linker driver for kc_compile, NULL: default */
 	const char *tmpdir;    /* scratch directory, NULL: default */
 	int compile_timeout_s; /* a compile slower than this is logged and counted
@@ -52,9 +69,11 @@ enum {
 };
 
 typedef enum ApiRouteId {
-#define R(e, method, pattern, handler, flags) API_ROUTE_##e,
+#define B(setting)
+#define R(e, method, pattern, handler, flags, cap) API_ROUTE_##e,
 #include "routes.def"
 #undef R
+#undef B
 	API_ROUTE_COUNT
 } ApiRouteId;
 
@@ -63,6 +82,7 @@ typedef enum ApiRouteId {
 typedef struct ApiMatch {
 	ApiRouteId route;
 	unsigned flags; /* API_F_* of the route */
+	ApiBodyCap cap; /* the route's body cap (routes.def cap column) */
 	KcDigest id;
 } ApiMatch;
 
@@ -94,6 +114,7 @@ typedef struct ApiResponse {
 	const char *cache;       /* "hit", "miss" or NULL, for the access log */
 	const char *header_name; /* one extra header ("Allow", "Retry-After") or NULL */
 	char header_value[64];
+	bool json_refused; /* a 413 of the JSON pre-scan (kc_json_scan): counted */
 	/* A streamed body instead of `body` (admin.c: GET /v1/export). When
 	 * `stream` is set the server calls stream(stream_arg, buf, max) for
 	 * successive chunks, on an HTTP thread: it returns the bytes written
@@ -153,6 +174,12 @@ void api_stats(ApiCtx *a, ApiStats *out);
 /* The route's pattern ("/v1/kernels/{id}") for logs. */
 const char *api_route_pattern(ApiRouteId r);
 
+/* The largest request body the matched route takes, in bytes (its
+ * routes.def cap), and in *setting (may be NULL) the name of the setting
+ * that sets it ("max_body_bytes", "max_import_bytes"), for messages.
+ * Thread-safe. */
+size_t api_body_cap(const ApiCtx *a, const ApiMatch *m, const char **setting);
+
 /* ---- metrics (metrics.c) ------------------------------------------------
  * Lock-free counters served by GET /metrics (Prometheus text) and
  * GET /v1/stats (JSON). Every function here is thread-safe. */
@@ -164,6 +191,13 @@ typedef struct ApiServerGauges {
 	int64_t workers;         /* worker threads */
 	int64_t workers_busy;    /* worker threads running a job */
 	int64_t requests_active; /* requests received and not yet answered */
+	/* request bodies (server.c): bytes reserved now, the budget
+	 * (max_inflight_body_bytes), bodies refused 503 for it */
+	int64_t body_bytes_inflight;
+	int64_t body_bytes_budget;
+	uint64_t body_budget_refusals;
+	/* connections closed with no complete request by request_deadline_s */
+	uint64_t connections_reaped;
 } ApiServerGauges;
 typedef void (*ApiGaugesFn)(void *closure, ApiServerGauges *out);
 

@@ -315,7 +315,8 @@ h_schedule_put(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse 
 		return;
 	}
 	c = compile_ctx_new();
-	if (validate_schedule(a, m, req, c, &t, &rec, &err) != KC_OK) {
+	if (api_json_scan(a, req->body, req->body_len, &err) != KC_OK ||
+	    validate_schedule(a, m, req, c, &t, &rec, &err) != KC_OK) {
 		api_reply_kcerr(resp, &err);
 		goto done;
 	}

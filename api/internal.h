@@ -62,6 +62,9 @@ typedef void (*ApiHandler)(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, 
 void api_reply_buf(ApiResponse *resp, int status, const char *content_type, KcBuf *b);
 void api_reply_json_buf(ApiResponse *resp, int status, KcBuf *b);
 bool api_is_json(const char *content_type);
+/* kc_json_scan with the limits' max_json_tokens and max_json_depth (0:
+ * the defaults): call before cJSON parses a request body. */
+KcStatus api_json_scan(const ApiCtx *a, const char *body, size_t len, KcErr *err);
 /* Appends `s` as a JSON string literal like kc_buf_json_str, but replaces
  * bytes that are not valid UTF-8 with U+FFFD, so replies are always valid
  * JSON text whatever the request held. */
@@ -123,6 +126,9 @@ void api_metrics_free(ApiMetrics *m); /* NULL allowed */
  * _end records the latency and counts an overrun of compile_timeout_s. */
 void api_metrics_compile_begin(ApiCtx *a);
 void api_metrics_compile_end(ApiCtx *a, int64_t duration_us);
+/* Counts one body (or import line) refused by the JSON pre-scan; api_handle
+ * counts replies flagged json_refused itself. */
+void api_metrics_json_refusal(ApiCtx *a);
 void h_metrics(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_stats(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 

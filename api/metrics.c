@@ -9,6 +9,7 @@
  * compiles in flight. Gauges the API layer cannot see (queue depth, busy
  * workers, open requests) come from a callback the server installs
  * (api_set_gauges); the cache's own counters come from cache_stats().
+ * The JSON pre-scan's refusals are counted here too.
  *
  * Histograms keep one count per bucket (not cumulative) and the sum in
  * microseconds; rendering accumulates them. A reader may see a count and a
@@ -52,6 +53,8 @@ struct ApiMetrics {
 	atomic_int_fast64_t in_flight; /* kc_compile calls running now */
 	ApiGaugesFn gauges;            /* set before threads start */
 	void *gauges_closure;
+	/* bodies and import lines the JSON pre-scan refused */
+	atomic_uint_fast64_t json_refusals;
 };
 
 ApiMetrics *
@@ -101,6 +104,12 @@ api_metrics_request(ApiCtx *a, int route, int status, int64_t duration_us)
 }
 
 void
+api_metrics_json_refusal(ApiCtx *a)
+{
+	atomic_fetch_add_explicit(&a->metrics->json_refusals, 1, memory_order_relaxed);
+}
+
+void
 api_metrics_compile_begin(ApiCtx *a)
 {
 	atomic_fetch_add_explicit(&a->metrics->misses, 1, memory_order_relaxed);
@@ -126,7 +135,7 @@ typedef struct Snapshot {
 	ApiStats api;
 	CacheStats cache;
 	ApiServerGauges srv;
-	uint64_t misses, overruns;
+	uint64_t misses, overruns, json_refusals;
 	int64_t in_flight;
 } Snapshot;
 
@@ -142,6 +151,7 @@ snapshot(ApiCtx *a, Snapshot *s)
 	s->misses = atomic_load_explicit(&m->misses, memory_order_relaxed);
 	s->overruns = atomic_load_explicit(&m->overruns, memory_order_relaxed);
 	s->in_flight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);
+	s->json_refusals = atomic_load_explicit(&m->json_refusals, memory_order_relaxed);
 }
 
 static const char *
@@ -233,6 +243,23 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	}
 	prom_one(&b, "kcsd_http_requests_in_flight", "gauge",
 	         "Requests received, not yet answered.", (uint64_t)s.srv.requests_active);
+	prom_one(&b, "kcsd_body_bytes_inflight", "gauge",
+	         "Request body bytes reserved now (declared Content-Length, or as received).",
+	         (uint64_t)s.srv.body_bytes_inflight);
+	prom_one(&b, "kcsd_body_bytes_budget", "gauge",
+	         "Most request body bytes held at once (max_inflight_body_bytes).",
+	         (uint64_t)s.srv.body_bytes_budget);
+	prom_one(&b, "kcsd_body_budget_refusals_total", "counter",
+	         "Requests answered 503 because their body did not fit max_inflight_body_bytes.",
+	         s.srv.body_budget_refusals);
+	prom_one(&b, "kcsd_json_refusals_total", "counter",
+	         "Request bodies (and import lines) refused 413 by the JSON pre-scan "
+	         "(max_json_tokens, max_json_depth).",
+	         s.json_refusals);
+	prom_one(&b, "kcsd_connections_reaped_total", "counter",
+	         "Connections closed because no complete request arrived within "
+	         "request_deadline_s.",
+	         s.srv.connections_reaped);
 
 	prom_head(&b, "kcsd_compile_seconds", "histogram",
 	          "LLVM code generation and linking of one kernel (cache misses).");
@@ -355,6 +382,14 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	              (unsigned long long)s.cache.checksum_failures,
 	              (unsigned long long)s.cache.evicted_bytes,
 	              (unsigned long long)s.cache.entries, (unsigned long long)s.cache.max_bytes);
+	kc_buf_printf(&b,
+	              "\"limits\":{\"body_bytes_inflight\":%lld,\"body_bytes_budget\":%lld,"
+	              "\"body_budget_refusals\":%llu,\"json_refusals\":%llu,"
+	              "\"connections_reaped\":%llu},",
+	              (long long)s.srv.body_bytes_inflight, (long long)s.srv.body_bytes_budget,
+	              (unsigned long long)s.srv.body_budget_refusals,
+	              (unsigned long long)s.json_refusals,
+	              (unsigned long long)s.srv.connections_reaped);
 	kc_buf_printf(&b,
 	              "\"queue\":{\"depth\":%lld,\"capacity\":%lld,\"workers\":%lld,"
 	              "\"workers_busy\":%lld}}\n",

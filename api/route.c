@@ -21,10 +21,24 @@ static const struct RouteInfo {
 	const char *pattern;
 	ApiHandler fn;
 	unsigned flags;
+	ApiBodyCap cap;
 } routes[API_ROUTE_COUNT] = {
-#define R(e, method, pattern, handler, flags) [API_ROUTE_##e] = {method, pattern, handler, flags},
+#define B(setting)
+#define R(e, method, pattern, handler, flags, cap)                                                 \
+	[API_ROUTE_##e] = {method, pattern, handler, flags, API_BODY_CAP_##cap},
 #include "routes.def"
 #undef R
+#undef B
+};
+
+/* The setting behind each body cap, for messages. */
+static const char *const cap_names[API_BODY_CAP_COUNT] = {
+    [API_BODY_CAP_0] = "max_body_bytes",
+#define B(setting) [API_BODY_CAP_##setting] = #setting,
+#define R(e, method, pattern, handler, flags, cap)
+#include "routes.def"
+#undef R
+#undef B
 };
 
 ApiCtx *
@@ -147,6 +161,7 @@ api_route(const char *method, const char *path, ApiMatch *m, ApiResponse *resp)
 		}
 		m->route = (ApiRouteId)r;
 		m->flags = routes[r].flags;
+		m->cap = routes[r].cap;
 		return true;
 	}
 	if (allow[0]) {
@@ -159,17 +174,32 @@ api_route(const char *method, const char *path, ApiMatch *m, ApiResponse *resp)
 	return false;
 }
 
+size_t
+api_body_cap(const ApiCtx *a, const ApiMatch *m, const char **setting)
+{
+	KC_ASSERT((unsigned)m->cap < API_BODY_CAP_COUNT);
+	size_t cap = m->cap == API_BODY_CAP_0 ? 0 : a->cfg.body_caps[m->cap];
+	if (setting)
+		*setting = cap ? cap_names[m->cap] : cap_names[API_BODY_CAP_0];
+	return cap ? cap : a->cfg.max_body_bytes;
+}
+
 void
 api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
 	KC_ASSERT((unsigned)m->route < API_ROUTE_COUNT);
 	memset(resp, 0, sizeof *resp);
-	if ((m->flags & API_F_BODY) && req->body_len > a->cfg.max_body_bytes) {
-		api_reply_error(resp, KC_TOO_LARGE, NULL, "request body exceeds max_body_bytes");
+	const char *setting;
+	if ((m->flags & API_F_BODY) && req->body_len > api_body_cap(a, m, &setting)) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "request body exceeds %s", setting);
+		api_reply_error(resp, KC_TOO_LARGE, NULL, msg);
 		return;
 	}
 	routes[m->route].fn(a, m, req, resp);
 	KC_ASSERT(resp->status != 0);
+	if (resp->json_refused)
+		api_metrics_json_refusal(a);
 	/* after the write committed: a compile that read the generation
 	 * before it may have read the old schedule, so its memo entry must
 	 * not match from now on (see ApiCtx.sched_gen) */
@@ -181,7 +211,7 @@ bool
 api_handle_fast(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
 	KC_ASSERT((unsigned)m->route < API_ROUTE_COUNT);
-	if (m->route != API_ROUTE_COMPILE || req->body_len > a->cfg.max_body_bytes)
+	if (m->route != API_ROUTE_COMPILE || req->body_len > api_body_cap(a, m, NULL))
 		return false;
 	return api_compile_fast(a, req, resp);
 }
@@ -283,6 +313,7 @@ api_reply_error(ApiResponse *resp, KcStatus st, const char *where, const char *m
 	api_json_str(&b, msg && *msg ? msg : kc_status_text(st));
 	kc_buf_puts(&b, "}}\n");
 	api_reply_json_buf(resp, status, &b);
+	resp->json_refused = st == KC_TOO_LARGE && where && strcmp(where, KC_JSON_SCAN_WHERE) == 0;
 	if (status == 503) {
 		resp->header_name = "Retry-After";
 		snprintf(resp->header_value, sizeof resp->header_value, "1");
@@ -297,6 +328,14 @@ api_reply_kcerr(ApiResponse *resp, const KcErr *err)
 }
 
 /* ---- small request helpers ---------------------------------------------- */
+
+KcStatus
+api_json_scan(const ApiCtx *a, const char *body, size_t len, KcErr *err)
+{
+	const KcLimits *l = &a->cfg.limits;
+	return kc_json_scan(body, len, l->max_json_tokens > 0 ? l->max_json_tokens : KC_JSON_TOKENS,
+	                    l->max_json_depth > 0 ? l->max_json_depth : KC_JSON_DEPTH, NULL, err);
+}
 
 /* "application/json", optionally followed by parameters ("; charset=utf-8"). */
 bool

@@ -48,8 +48,9 @@ typedef struct KcLimits {
 	int64_t max_json_tokens; /* tokens of the document (default KC_JSON_TOKENS) */
 	int max_json_depth;      /* nesting of arrays and objects (default KC_JSON_DEPTH) */
 } KcLimits;
-/* About twice the tokens of the densest real composite file at 1 MiB (12%
- * of its bytes), a quarter of what 1 MiB of "[0,0,...]" has. */
+/* About twice the tokens of the densest real composite file scaled to
+ * 1 MiB (it has a token per 8 bytes), half of what 1 MiB of "[0,0,...]"
+ * has. */
 #define KC_JSON_TOKENS 262144
 /* Composite files nest 7 deep; constants of the largest rank add 8. */
 #define KC_JSON_DEPTH 64

@@ -302,11 +302,41 @@ config_load(ServerConfig *cfg, int argc, char **argv)
 		        "kcsd: tls_cert_file and tls_key_file go together (one is empty)\n");
 		return CONFIG_ERROR;
 	}
+	/* the budget must hold one body of every route whole, or that
+	 * route could never be served */
+	const char *cap_name;
+	int64_t cap = config_largest_body_cap(cfg, &cap_name);
+	if (cfg->max_inflight_body_bytes < cap) {
+		fprintf(stderr,
+		        "kcsd: max_inflight_body_bytes = %" PRId64 " is below %s = %" PRId64
+		        ": such a body could never be held\n",
+		        cfg->max_inflight_body_bytes, cap_name, cap);
+		return CONFIG_ERROR;
+	}
 	if (!strchr(cfg->listen, ':')) {
 		fprintf(stderr, "kcsd: listen \"%s\" is not HOST:PORT\n", cfg->listen);
 		return CONFIG_ERROR;
 	}
 	return CONFIG_OK;
+}
+
+int64_t
+config_largest_body_cap(const ServerConfig *cfg, const char **name)
+{
+	int64_t cap = cfg->max_body_bytes;
+	const char *cap_name = "max_body_bytes";
+#define R(e, method, pattern, handler, flags, rcap)
+#define B(setting)                                                                                 \
+	if (cfg->setting > cap) {                                                                  \
+		cap = cfg->setting;                                                                \
+		cap_name = #setting;                                                               \
+	}
+#include "routes.def"
+#undef B
+#undef R
+	if (name)
+		*name = cap_name;
+	return cap;
 }
 
 bool

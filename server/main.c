@@ -123,8 +123,18 @@ main(int argc, char **argv)
 	            .max_ops = (int)cfg.max_ops,
 	            .max_tensors = (int)cfg.max_tensors,
 	            .max_elements = cfg.max_elements,
+	            .max_json_tokens = cfg.max_json_tokens,
+	            .max_json_depth = (int)cfg.max_json_depth,
 	        },
 	    .max_body_bytes = (size_t)cfg.max_body_bytes,
+	    .body_caps =
+	        {
+#define R(e, method, pattern, handler, flags, cap)
+#define B(setting) [API_BODY_CAP_##setting] = (size_t)cfg.setting,
+#include "routes.def"
+#undef B
+#undef R
+	        },
 	    .linker = cfg.linker,
 	    .compile_timeout_s = (int)cfg.compile_timeout_s,
 	    .runner = cfg.runner,

@@ -1,8 +1,15 @@
 /* server.c - the libmicrohttpd front end: requests in, api/ responses out.
  *
  * MHD runs an epoll thread pool. Each request gets a Req (in *con_cls) that
- * accumulates the body into a buffer capped at max_body_bytes (a declared
- * Content-Length over the cap is answered 413 before any body is read).
+ * accumulates the body into a buffer capped by its route (routes.def: 413
+ * above; a declared Content-Length over it is answered before any body is
+ * read). Every body is also reserved against one budget shared by all
+ * connections, max_inflight_body_bytes: by its declared Content-Length
+ * when the headers are in, else chunk by chunk, and released when the
+ * request completes. A body that does not fit is answered 503 overloaded
+ * with Retry-After. Bodies over SMALL_BODY_BYTES may fill the budget only
+ * up to body_budget_big, so held near-cap uploads cannot lock out ordinary
+ * (composite JSON is a few KB) requests.
  * Routes flagged API_F_BLOCKING never run on an MHD thread: the connection
  * is suspended, the Req goes to the worker pool (full: 503 at once), the
  * worker fills the response and resumes the connection, and MHD calls the
@@ -10,6 +17,17 @@
  * can answer without blocking (a memoised compile hit) is answered on the
  * MHD thread instead, with no hop. NOTIFY_COMPLETED writes the one access
  * log line per request and frees the Req.
+ *
+ * Slow clients: MHD calls kcsd only once the headers are complete, and
+ * its connection timeout is an idle timer, so a client sending a byte now
+ * and then keeps its connection forever. MHD_OPTION_NOTIFY_CONNECTION
+ * records every connection (Conn: its fd and, in one atomic word, whether
+ * a request is arriving and since when); a reaper thread shutdown()s the
+ * fd of one whose request has been arriving for longer than
+ * request_deadline_s, counted from accept or from its previous answer.
+ * A request kcsd is working on or answering is never reaped. The reaper
+ * uses only the fd, under conns_mu, and MHD closes an fd only after the
+ * CLOSED notification has unlinked its Conn under the same lock.
  *
  * Auth (api_authorize) is decided when the headers are in, before any body
  * is read. With tls_cert_file/tls_key_file MHD serves HTTPS (GnuTLS: MHD's
@@ -26,8 +44,10 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +61,31 @@
 #include "server.h"
 
 #define MAX_QUERY_ARGS 8
+/* Bodies up to this size may use the whole body budget; larger ones only
+ * body_budget_big of it. The largest real composite file is 12 KB. */
+#define SMALL_BODY_BYTES (64 * 1024)
+/* After a request whose body or reply was larger, freed memory is handed
+ * back to the system (malloc_trim), so RSS returns after big uploads. */
+#define TRIM_BYTES (256 * 1024)
+
+/* Where a connection is: ConnState in the low two bits of Conn.word, the
+ * kc_now_us() its current request started arriving in the rest, so that
+ * the reaper's check and its claim are one compare-and-swap. */
+typedef enum ConnState {
+	CONN_ARRIVING, /* a request's headers or body are arriving (or none yet) */
+	CONN_BUSY,     /* the request is whole: kcsd works on it or answers it */
+	CONN_REAPED,   /* the reaper shut it down */
+} ConnState;
+#define CONN_WORD(state, since_us) (((uint_fast64_t)(since_us) << 2) | (uint_fast64_t)(state))
+#define CONN_STATE(w) ((ConnState)((w)&3u))
+#define CONN_SINCE(w) ((int64_t)((w) >> 2))
+
+/* One open connection (MHD_OPTION_NOTIFY_CONNECTION), in Server.conns. */
+typedef struct Conn {
+	struct Conn *prev, *next; /* under Server.conns_mu */
+	int fd;
+	atomic_uint_fast64_t word; /* CONN_WORD(state, since) */
+} Conn;
 
 struct Server {
 	struct MHD_Daemon *d;
@@ -55,6 +100,19 @@ struct Server {
 	bool stopped;
 	char *tls_cert; /* PEM text, NULL without TLS; kept for MHD's life */
 	char *tls_key;
+	/* request bodies: bytes reserved against max_inflight_body_bytes */
+	size_t body_budget;     /* max_inflight_body_bytes */
+	size_t body_budget_big; /* what bodies over SMALL_BODY_BYTES may fill */
+	atomic_size_t body_inflight;
+	atomic_uint_fast64_t budget_refusals;
+	/* the request deadline (request_deadline_s; 0: no reaper) */
+	int64_t deadline_us;
+	pthread_mutex_t conns_mu; /* guards conns and reaper_stop */
+	pthread_cond_t reaper_cv;
+	Conn *conns;
+	bool reaper_started, reaper_stop;
+	pthread_t reaper;
+	atomic_uint_fast64_t reaped;
 };
 
 typedef struct QueryArg {
@@ -76,8 +134,13 @@ typedef struct Req {
 	int nquery;
 	ApiMatch m;
 	bool routed; /* m is a matched route (for metrics) */
+	Conn *cn;    /* its connection's record; NULL without a deadline */
 	KcBuf body;
-	bool too_large;
+	size_t body_cap;      /* the route's cap (api_body_cap) */
+	const char *cap_name; /* the setting behind it */
+	size_t reserved;      /* body bytes reserved in Server.body_inflight */
+	KcStatus refused;     /* KC_TOO_LARGE or KC_OVERLOADED: the rest of the
+	                       * body is dropped, answered at its end */
 	uint64_t discarded;
 	bool submitted; /* handed to a worker */
 	bool have_resp; /* resp is ready to queue */
@@ -135,6 +198,11 @@ req_new(Server *s, struct MHD_Connection *conn, const char *method, const char *
 		}
 	}
 	r->path = kc_xstrdup(url ? url : "");
+	if (s->deadline_us > 0) {
+		const union MHD_ConnectionInfo *sc =
+		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		r->cn = sc ? sc->socket_context : NULL;
+	}
 	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	r->content_type = ct ? kc_xstrdup(ct) : NULL;
 	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
@@ -153,6 +221,182 @@ req_free(Req *r)
 	free(r->content_type);
 	free(r->path);
 	free(r);
+}
+
+/* ---- the body budget ------------------------------------------------------ */
+
+/* Reserves n more body bytes for r; false, with nothing reserved, when the
+ * budget cannot take them. */
+static bool
+budget_take(Server *s, Req *r, size_t n)
+{
+	size_t limit = r->reserved + n > SMALL_BODY_BYTES ? s->body_budget_big : s->body_budget;
+	size_t cur = atomic_load(&s->body_inflight);
+	do {
+		if (n > limit || cur > limit - n)
+			return false;
+	} while (!atomic_compare_exchange_weak(&s->body_inflight, &cur, cur + n));
+	r->reserved += n;
+	return true;
+}
+
+static void
+budget_release(Server *s, Req *r)
+{
+	if (r->reserved)
+		atomic_fetch_sub(&s->body_inflight, r->reserved);
+	r->reserved = 0;
+}
+
+/* Makes room for n more body bytes: the buffer's capacity is what is
+ * reserved (a declared Content-Length was reserved and allocated whole). */
+static bool
+body_room(Server *s, Req *r, size_t n)
+{
+	size_t need = r->body.len + n + 1;
+	if (need <= r->body.cap)
+		return true;
+	size_t cap = r->body.cap ? r->body.cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	if (cap > r->body_cap + 1)
+		cap = r->body_cap + 1;
+	if (!budget_take(s, r, cap - r->body.cap))
+		return false;
+	r->body.data = kc_xrealloc(r->body.data, cap);
+	r->body.cap = cap;
+	return true;
+}
+
+/* Drops the body kept so far (the rest will be dropped too): `st` is
+ * answered once the request ends. */
+static void
+body_refuse(Server *s, Req *r, KcStatus st)
+{
+	r->refused = st;
+	kc_buf_free(&r->body);
+	budget_release(s, r);
+	if (st == KC_OVERLOADED)
+		atomic_fetch_add(&s->budget_refusals, 1);
+}
+
+/* ---- connections and the request deadline --------------------------------- */
+
+/* The request on c is whole or answered: kcsd's turn, never reaped. */
+static void
+conn_busy(Conn *c)
+{
+	if (!c)
+		return;
+	uint_fast64_t w = atomic_load(&c->word);
+	while (CONN_STATE(w) == CONN_ARRIVING &&
+	       !atomic_compare_exchange_weak(&c->word, &w, CONN_WORD(CONN_BUSY, CONN_SINCE(w))))
+		;
+}
+
+/* The answer is done: the next request's deadline counts from now. */
+static void
+conn_next(Conn *c)
+{
+	if (!c)
+		return;
+	uint_fast64_t w = atomic_load(&c->word);
+	while (CONN_STATE(w) != CONN_REAPED &&
+	       !atomic_compare_exchange_weak(&c->word, &w, CONN_WORD(CONN_ARRIVING, kc_now_us())))
+		;
+}
+
+static void
+on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+              enum MHD_ConnectionNotificationCode toe)
+{
+	Server *s = cls;
+	switch (toe) {
+	case MHD_CONNECTION_NOTIFY_STARTED: {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		Conn *c = kc_xcalloc(1, sizeof *c);
+		c->fd = ci ? ci->connect_fd : -1;
+		atomic_init(&c->word, CONN_WORD(CONN_ARRIVING, kc_now_us()));
+		pthread_mutex_lock(&s->conns_mu);
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		pthread_mutex_unlock(&s->conns_mu);
+		*socket_context = c;
+		break;
+	}
+	case MHD_CONNECTION_NOTIFY_CLOSED: {
+		/* before MHD closes the fd: once unlinked, the reaper cannot
+		 * touch it */
+		Conn *c = *socket_context;
+		if (!c)
+			break;
+		pthread_mutex_lock(&s->conns_mu);
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			s->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		pthread_mutex_unlock(&s->conns_mu);
+		free(c);
+		*socket_context = NULL;
+		break;
+	}
+	}
+}
+
+/* Shuts down every connection whose request has been arriving for longer
+ * than the deadline; checks a few times per deadline. */
+static void *
+reaper_main(void *arg)
+{
+	Server *s = arg;
+	int64_t tick_us = s->deadline_us / 4;
+	if (tick_us < 100000)
+		tick_us = 100000;
+	if (tick_us > 1000000)
+		tick_us = 1000000;
+	pthread_mutex_lock(&s->conns_mu);
+	while (!s->reaper_stop) {
+		int64_t now = kc_now_us();
+		for (Conn *c = s->conns; c; c = c->next) {
+			uint_fast64_t w = atomic_load(&c->word);
+			if (CONN_STATE(w) != CONN_ARRIVING ||
+			    now - CONN_SINCE(w) <= s->deadline_us || c->fd < 0)
+				continue;
+			/* the state may have moved on since the load: then the
+			 * exchange fails and the connection is left alone */
+			if (atomic_compare_exchange_strong(&c->word, &w,
+			                                   CONN_WORD(CONN_REAPED, CONN_SINCE(w)))) {
+				shutdown(c->fd, SHUT_RDWR);
+				atomic_fetch_add(&s->reaped, 1);
+			}
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int64_t ns = (int64_t)ts.tv_nsec + tick_us * 1000;
+		ts.tv_sec += (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+		pthread_cond_timedwait(&s->reaper_cv, &s->conns_mu, &ts);
+	}
+	pthread_mutex_unlock(&s->conns_mu);
+	return NULL;
+}
+
+static void
+reaper_stop(Server *s)
+{
+	if (!s->reaper_started)
+		return;
+	pthread_mutex_lock(&s->conns_mu);
+	s->reaper_stop = true;
+	pthread_cond_signal(&s->reaper_cv);
+	pthread_mutex_unlock(&s->conns_mu);
+	pthread_join(s->reaper, NULL);
+	s->reaper_started = false;
 }
 
 /* A streamed body (ApiResponse.stream) handed to MHD. */
@@ -212,6 +456,7 @@ send_resp(Req *r)
 		MHD_add_response_header(mr, p->header_name, p->header_value);
 	if (p->cache)
 		MHD_add_response_header(mr, "X-Kcsd-Cache", p->cache);
+	conn_busy(r->cn); /* answering: not reaped while the reply goes out */
 	enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)p->status, mr);
 	MHD_destroy_response(mr);
 	if (ret == MHD_YES) {
@@ -227,6 +472,14 @@ send_error(Req *r, KcStatus st, const char *msg)
 {
 	api_reply_error(&r->resp, st, NULL, msg);
 	return send_resp(r);
+}
+
+static enum MHD_Result
+send_too_large(Req *r)
+{
+	char msg[96];
+	snprintf(msg, sizeof msg, "request body exceeds %s", r->cap_name);
+	return send_error(r, KC_TOO_LARGE, msg);
 }
 
 static void
@@ -278,35 +531,49 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		                                               MHD_HTTP_HEADER_AUTHORIZATION),
 		                   r->loopback, &r->resp))
 			return send_resp(r);
+		r->body_cap = api_body_cap(s->api, &r->m, &r->cap_name);
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl) {
 			char *end;
 			unsigned long long n = strtoull(cl, &end, 10);
-			if (n > s->max_body)
-				return send_error(r, KC_TOO_LARGE,
-				                  "request body exceeds max_body_bytes");
+			if (n > r->body_cap)
+				return send_too_large(r);
+			/* the declared body is reserved (and allocated) whole now,
+			 * so a held upload cannot grow past its share later */
+			if (n > 0 && (r->m.flags & API_F_BODY)) {
+				if (!budget_take(s, r, (size_t)n)) {
+					atomic_fetch_add(&s->budget_refusals, 1);
+					return send_error(r, KC_OVERLOADED,
+					                  "request bodies in flight exceed "
+					                  "max_inflight_body_bytes; retry later");
+				}
+				r->body.data = kc_xmalloc((size_t)n + 1);
+				r->body.data[0] = 0;
+				r->body.cap = (size_t)n + 1;
+			}
 		}
 		return MHD_YES;
 	}
 
 	if (*upload_data_size > 0) {
-		/* a body chunk: keep it if the route takes a body and it fits;
-		 * a body sent to a route that takes none is dropped */
+		/* a body chunk: keep it if the route takes a body and it fits
+		 * its cap and the budget; a body sent to a route that takes none
+		 * is dropped */
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
 		if (!(r->m.flags & API_F_BODY)) {
 			r->discarded += n;
 			return r->discarded > s->max_discard ? MHD_NO : MHD_YES;
 		}
-		if (!r->too_large && r->body.len + n > s->max_body) {
-			r->too_large = true;
-			kc_buf_free(&r->body);
-		}
-		if (r->too_large) {
+		if (!r->refused && r->body.len + n > r->body_cap)
+			body_refuse(s, r, KC_TOO_LARGE);
+		if (!r->refused && !body_room(s, r, n))
+			body_refuse(s, r, KC_OVERLOADED);
+		if (r->refused) {
 			/* MHD 0.9.75 refuses a response queued while the body is
 			 * being received (only a declared Content-Length can be
-			 * refused up front): drop the rest, answer 413 at the end,
+			 * refused up front): drop the rest, answer at the end,
 			 * but close on a client that keeps going past the bound. */
 			r->discarded += n;
 			return r->discarded > s->max_discard ? MHD_NO : MHD_YES;
@@ -316,10 +583,15 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	}
 
 	/* the whole request is in (or a worker resumed us) */
+	conn_busy(r->cn);
 	if (r->have_resp)
 		return send_resp(r);
-	if (r->too_large)
-		return send_error(r, KC_TOO_LARGE, "request body exceeds max_body_bytes");
+	if (r->refused == KC_TOO_LARGE)
+		return send_too_large(r);
+	if (r->refused == KC_OVERLOADED)
+		return send_error(r, KC_OVERLOADED,
+		                  "request bodies in flight exceed max_inflight_body_bytes; retry "
+		                  "later");
 	if (r->m.flags & API_F_BLOCKING) {
 		if (r->submitted)
 			return MHD_YES; /* not expected: suspended until the job ends */
@@ -368,8 +640,14 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	kc_log(KC_LOG_INFO, "%s %s %s %d %zu %lldus cache=%s%s", r->client, r->method, path,
 	       r->status, r->bytes, (long long)us, r->cache ? r->cache : "-",
 	       toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
+	bool big = r->body.cap > TRIM_BYTES || r->reserved > TRIM_BYTES || r->bytes > TRIM_BYTES;
+	conn_next(r->cn);
+	budget_release(s, r);
 	req_free(r);
 	atomic_fetch_sub(&s->active, 1);
+	/* glibc keeps freed big blocks in its arenas; hand them back */
+	if (big)
+		malloc_trim(0);
 }
 
 static void
@@ -397,6 +675,10 @@ server_gauges(void *closure, ApiServerGauges *out)
 	    .workers = ws.threads,
 	    .workers_busy = ws.running,
 	    .requests_active = atomic_load(&s->active),
+	    .body_bytes_inflight = (int64_t)atomic_load(&s->body_inflight),
+	    .body_bytes_budget = (int64_t)s->body_budget,
+	    .body_budget_refusals = atomic_load(&s->budget_refusals),
+	    .connections_reaped = atomic_load(&s->reaped),
 	};
 }
 
@@ -495,6 +777,24 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	s->grace_s = (int)cfg->shutdown_grace_s;
 	atomic_init(&s->draining, false);
 	atomic_init(&s->active, 0);
+	/* the last eighth of the budget is kept for small bodies, unless that
+	 * would leave too little for one body of the largest cap */
+	s->body_budget = (size_t)cfg->max_inflight_body_bytes;
+	size_t largest = (size_t)config_largest_body_cap(cfg, NULL);
+	size_t keep = s->body_budget / 8;
+	if (keep > s->body_budget - largest)
+		keep = s->body_budget - largest;
+	s->body_budget_big = s->body_budget - keep;
+	atomic_init(&s->body_inflight, 0);
+	atomic_init(&s->budget_refusals, 0);
+	atomic_init(&s->reaped, 0);
+	s->deadline_us = cfg->request_deadline_s * 1000000;
+	pthread_mutex_init(&s->conns_mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->reaper_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	int nworkers = (int)cfg->workers;
 	if (nworkers <= 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -508,6 +808,13 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	if (v6)
 		flags |= MHD_USE_IPv6;
 	struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
+	/* connections are tracked only for the request deadline */
+	struct MHD_OptionItem track[2] = {{MHD_OPTION_END, 0, NULL}};
+	if (s->deadline_us > 0) {
+		track[0] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
+		                                   (intptr_t)on_connection, s};
+		track[1] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+	}
 	if (s->tls_cert) {
 		flags |= MHD_USE_TLS;
 		tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
@@ -523,7 +830,7 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	    (unsigned int)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	    (unsigned int)cfg->per_ip_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)cfg->connection_memory_bytes, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	    MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+	    MHD_OPTION_ARRAY, tls, MHD_OPTION_ARRAY, track, MHD_OPTION_END);
 	if (!s->d) {
 		if (s->tls_cert)
 			kc_fail(err, KC_INTERNAL, "listen",
@@ -533,6 +840,8 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 		else
 			kc_fail(err, KC_INTERNAL, "listen", "cannot listen on %s", cfg->listen);
 		workers_free(s->workers);
+		pthread_cond_destroy(&s->reaper_cv);
+		pthread_mutex_destroy(&s->conns_mu);
 		free(s->tls_cert);
 		free(s->tls_key);
 		free(s);
@@ -540,6 +849,11 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : 0;
+	if (s->deadline_us > 0) {
+		int rc = pthread_create(&s->reaper, NULL, reaper_main, s);
+		KC_ASSERT(rc == 0);
+		s->reaper_started = true;
+	}
 	return s;
 }
 
@@ -577,7 +891,10 @@ server_free(Server *s)
 	if (!s)
 		return;
 	server_shutdown(s);
+	reaper_stop(s); /* MHD is stopped: no connection is left */
 	workers_free(s->workers);
+	pthread_cond_destroy(&s->reaper_cv);
+	pthread_mutex_destroy(&s->conns_mu);
 	if (s->tls_key)
 		explicit_bzero(s->tls_key, strlen(s->tls_key));
 	free(s->tls_key);

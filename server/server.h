@@ -48,6 +48,11 @@ void config_free(ServerConfig *cfg);
 void config_usage(FILE *f);
 /* Parses cfg->log_level; false if it is not a known level. */
 bool config_log_level(const ServerConfig *cfg, KcLogLevel *out);
+/* The largest request body any route takes: max_body_bytes or a body-cap
+ * setting (routes.def B rows), whichever is larger; *name (may be NULL)
+ * gets the setting's name. config_load refuses a max_inflight_body_bytes
+ * below it. */
+int64_t config_largest_body_cap(const ServerConfig *cfg, const char **name);
 
 /* ---- workers.c ----------------------------------------------------------
  * N threads and a bounded FIFO of jobs. Thread-safe. */

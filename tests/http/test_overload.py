@@ -4,7 +4,8 @@
 Starts kcsd with one worker and a queue of 4, then fires a bounded burst:
 N (default 200) concurrent POST /v1/compile of distinct new workloads (an
 elementwise graph whose shape varies, so each one is a cache miss), each on
-its own connection, all sent at once from one thread that then times every
+its own connection (from 127.0.0.1 to 127.0.0.4 in turn, so that no address
+passes per_ip_connections), all sent at once from one thread that then times every
 answer (no thread or GIL noise in the latencies). Checks:
   - kcsd does not crash and answers every request 200 or 503;
   - most are 503 overloaded with Retry-After, and a 503 comes back fast
@@ -65,7 +66,10 @@ def burst(port, bodies, timeout=50.0):
     socks, results = [], [None] * len(bodies)
     sel = selectors.DefaultSelector()
     for i, body in enumerate(bodies):
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        # spread over 127.0.0.1-4, as a crowd of clients would be: from one
+        # address the burst would meet per_ip_connections (64), not the queue
+        s = socket.create_connection(("127.0.0.1", port), timeout=10,
+                                     source_address=("127.0.0.%d" % (1 + i % 4), 0))
         socks.append(s)
     reqs = [b"POST /v1/compile HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nConnection: close\r\n"
