@@ -198,6 +198,7 @@ typedef struct ApiServerGauges {
 	uint64_t body_budget_refusals;
 	/* connections closed with no complete request by request_deadline_s */
 	uint64_t connections_reaped;
+	int64_t connections_open; /* accepted and not yet cleaned up by MHD */
 } ApiServerGauges;
 typedef void (*ApiGaugesFn)(void *closure, ApiServerGauges *out);
 

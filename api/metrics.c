@@ -256,6 +256,9 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	         "Request bodies (and import lines) refused 413 by the JSON pre-scan "
 	         "(max_json_tokens, max_json_depth).",
 	         s.json_refusals);
+	prom_one(&b, "kcsd_connections_open", "gauge",
+	         "HTTP connections open (per_ip_connections counts these per address).",
+	         (uint64_t)s.srv.connections_open);
 	prom_one(&b, "kcsd_connections_reaped_total", "counter",
 	         "Connections closed because no complete request arrived within "
 	         "request_deadline_s.",
@@ -385,10 +388,10 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	kc_buf_printf(&b,
 	              "\"limits\":{\"body_bytes_inflight\":%lld,\"body_bytes_budget\":%lld,"
 	              "\"body_budget_refusals\":%llu,\"json_refusals\":%llu,"
-	              "\"connections_reaped\":%llu},",
+	              "\"connections_open\":%lld,\"connections_reaped\":%llu},",
 	              (long long)s.srv.body_bytes_inflight, (long long)s.srv.body_bytes_budget,
 	              (unsigned long long)s.srv.body_budget_refusals,
-	              (unsigned long long)s.json_refusals,
+	              (unsigned long long)s.json_refusals, (long long)s.srv.connections_open,
 	              (unsigned long long)s.srv.connections_reaped);
 	kc_buf_printf(&b,
 	              "\"queue\":{\"depth\":%lld,\"capacity\":%lld,\"workers\":%lld,"

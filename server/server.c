@@ -22,9 +22,9 @@
  * its connection timeout is an idle timer, so a client sending a byte now
  * and then keeps its connection forever. MHD_OPTION_NOTIFY_CONNECTION
  * records every connection (Conn: its fd and, in one atomic word, whether
- * a request is arriving and since when); a reaper thread shutdown()s the
- * fd of one whose request has been arriving for longer than
- * request_deadline_s, counted from accept or from its previous answer.
+ * a request is arriving and since when); with request_deadline_s set, a
+ * reaper thread shutdown()s the fd of one whose request has been arriving
+ * for longer than that, counted from accept or from its previous answer.
  * A request kcsd is working on or answering is never reaped. The reaper
  * uses only the fd, under conns_mu, and MHD closes an fd only after the
  * CLOSED notification has unlinked its Conn under the same lock.
@@ -110,6 +110,7 @@ struct Server {
 	pthread_mutex_t conns_mu; /* guards conns and reaper_stop */
 	pthread_cond_t reaper_cv;
 	Conn *conns;
+	atomic_int nconns; /* open connections, until MHD has cleaned them up */
 	bool reaper_started, reaper_stop;
 	pthread_t reaper;
 	atomic_uint_fast64_t reaped;
@@ -134,7 +135,7 @@ typedef struct Req {
 	int nquery;
 	ApiMatch m;
 	bool routed; /* m is a matched route (for metrics) */
-	Conn *cn;    /* its connection's record; NULL without a deadline */
+	Conn *cn;    /* its connection's record */
 	KcBuf body;
 	size_t body_cap;      /* the route's cap (api_body_cap) */
 	const char *cap_name; /* the setting behind it */
@@ -198,11 +199,9 @@ req_new(Server *s, struct MHD_Connection *conn, const char *method, const char *
 		}
 	}
 	r->path = kc_xstrdup(url ? url : "");
-	if (s->deadline_us > 0) {
-		const union MHD_ConnectionInfo *sc =
-		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-		r->cn = sc ? sc->socket_context : NULL;
-	}
+	const union MHD_ConnectionInfo *sc =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	r->cn = sc ? sc->socket_context : NULL;
 	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	r->content_type = ct ? kc_xstrdup(ct) : NULL;
 	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
@@ -324,6 +323,7 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			s->conns->prev = c;
 		s->conns = c;
 		pthread_mutex_unlock(&s->conns_mu);
+		atomic_fetch_add(&s->nconns, 1);
 		*socket_context = c;
 		break;
 	}
@@ -341,6 +341,7 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 		if (c->next)
 			c->next->prev = c->prev;
 		pthread_mutex_unlock(&s->conns_mu);
+		atomic_fetch_sub(&s->nconns, 1);
 		free(c);
 		*socket_context = NULL;
 		break;
@@ -679,6 +680,7 @@ server_gauges(void *closure, ApiServerGauges *out)
 	    .body_bytes_budget = (int64_t)s->body_budget,
 	    .body_budget_refusals = atomic_load(&s->budget_refusals),
 	    .connections_reaped = atomic_load(&s->reaped),
+	    .connections_open = atomic_load(&s->nconns),
 	};
 }
 
@@ -788,6 +790,7 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	atomic_init(&s->body_inflight, 0);
 	atomic_init(&s->budget_refusals, 0);
 	atomic_init(&s->reaped, 0);
+	atomic_init(&s->nconns, 0);
 	s->deadline_us = cfg->request_deadline_s * 1000000;
 	pthread_mutex_init(&s->conns_mu, NULL);
 	pthread_condattr_t ca;
@@ -808,13 +811,10 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	if (v6)
 		flags |= MHD_USE_IPv6;
 	struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
-	/* connections are tracked only for the request deadline */
-	struct MHD_OptionItem track[2] = {{MHD_OPTION_END, 0, NULL}};
-	if (s->deadline_us > 0) {
-		track[0] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
-		                                   (intptr_t)on_connection, s};
-		track[1] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-	}
+	struct MHD_OptionItem track[2] = {
+	    {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
+	    {MHD_OPTION_END, 0, NULL},
+	};
 	if (s->tls_cert) {
 		flags |= MHD_USE_TLS;
 		tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};

@@ -384,6 +384,12 @@ def part_json(binary):
                 break
             time.sleep(0.05)
         T.ok(got == want, "json: kcsd_json_refusals_total = %s (want %d)" % (got, want))
+        # every connection so far is closed: only the scrape's is open
+        end = time.monotonic() + 5
+        while metric(d, "kcsd_connections_open") != 1 and time.monotonic() < end:
+            time.sleep(0.05)
+        T.ok(metric(d, "kcsd_connections_open") == 1,
+             "json: kcsd_connections_open is 1 (the scrape) once the others closed")
         st = proc_status(pid)
         hwm = st["VmHWM"]
         bound = idle + 64 * MIB
