@@ -80,6 +80,18 @@ typedef struct ApiRequest {
 	const char *body;         /* may be NULL when body_len is 0 */
 	size_t body_len;
 	const char *client; /* client address for logs ("127.0.0.1"), or NULL */
+	/* Parking, offered by a caller that can resume the request later (all
+	 * three NULL: not offered, the handler waits in place). A handler
+	 * that would only wait for another request's work (a singleflight
+	 * waiter) parks instead of holding its worker thread: it stores true
+	 * in *parked and returns at once, leaving *resp unfilled and never
+	 * touching req or resp again. Then wake(wake_closure, err) is called
+	 * exactly once, from any thread: err NULL means "call api_handle
+	 * again" with attempt one higher, else answer with *err. */
+	bool *parked;
+	void (*wake)(void *closure, const KcErr *err);
+	void *wake_closure;
+	int attempt; /* times this request was parked and woken, from 0 */
 } ApiRequest;
 
 /* One response. `body` is malloc'd and owned by the response (free with
@@ -111,6 +123,8 @@ typedef struct ApiStats {
 	uint64_t hits;      /* compile requests answered from the cache */
 	uint64_t fast_hits; /* ... of which on the HTTP thread (api_handle_fast) */
 	uint64_t coalesced; /* compile requests that waited for another's compile */
+	uint64_t parked;    /* ... of which parked, holding no worker, while waiting */
+	int parked_now;     /* requests parked now (a gauge) */
 	uint64_t failures;  /* compile requests answered with an error */
 } ApiStats;
 
@@ -127,9 +141,14 @@ void api_free(ApiCtx *a); /* NULL allowed; no api_handle() may be running */
 bool api_route(const char *method, const char *path, ApiMatch *m, ApiResponse *resp);
 
 /* Runs the handler of a matched route and fills *resp (always: errors are
- * JSON error bodies). Blocking routes (API_F_BLOCKING) must be called from a
- * worker thread. */
+ * JSON error bodies), unless the handler parked (ApiRequest.parked).
+ * Blocking routes (API_F_BLOCKING) must be called from a worker thread. */
 void api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
+/* Wakes every parked request with `st` (KC_SHUTTING_DOWN at shutdown)
+ * and refuses to park any more from now on: a request that would park is
+ * answered `st` instead. Thread-safe; returns the number woken. */
+int api_cancel_parked(ApiCtx *a, KcStatus st);
 
 /* Tries to answer a blocking route without blocking, on the calling (HTTP)
  * thread, once its whole body is in. Today: a POST /v1/compile of a body

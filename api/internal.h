@@ -43,6 +43,7 @@ struct ApiCtx {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* broadcast when a flight lands */
 	Flight *flights;
+	KcStatus park_refused; /* KC_OK, or what a request that would park gets */
 	ApiStats stats;
 	RecentGraph recent[API_RECENT];
 	int recent_next;

@@ -244,6 +244,12 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	prom_one(&b, "kcsd_compile_coalesced_total", "counter",
 	         "Compile requests answered by another request's compile (singleflight).",
 	         s.api.coalesced);
+	prom_one(&b, "kcsd_compile_parked_total", "counter",
+	         "Compile requests that waited for another's compile parked, holding no worker.",
+	         s.api.parked);
+	prom_one(&b, "kcsd_compile_parked", "gauge",
+	         "Compile requests parked on another's compile now.",
+	         (uint64_t)(s.api.parked_now > 0 ? s.api.parked_now : 0));
 	prom_one(&b, "kcsd_compile_overruns_total", "counter",
 	         "Compiles that took longer than compile_timeout_s.", s.overruns);
 	prom_one(&b, "kcsd_compiles_in_flight", "gauge", "Compiles running now.",

@@ -169,6 +169,8 @@ api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *res
 		return;
 	}
 	routes[m->route].fn(a, m, req, resp);
+	if (req->parked && *req->parked)
+		return; /* resp belongs to the request's next run */
 	KC_ASSERT(resp->status != 0);
 	/* after the write committed: a compile that read the generation
 	 * before it may have read the old schedule, so its memo entry must

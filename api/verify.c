@@ -421,6 +421,8 @@ inner_query(void *closure, const char *key)
 	const InnerQuery *q = closure;
 	if (strcmp(key, "target") == 0)
 		return q->target;
+	if (strcmp(key, "inject") == 0)
+		return NULL; /* verify's own: it hangs the runner, not the compile */
 	return api_query(q->outer, key);
 }
 
@@ -514,6 +516,9 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	ApiRequest creq = *req;
 	creq.query = inner_query;
 	creq.query_closure = &iq;
+	creq.parked = NULL; /* wait in place: verify goes on after the compile */
+	creq.wake = NULL;
+	creq.wake_closure = NULL;
 	h_compile(a, m, &creq, &cresp);
 	if (cresp.status != 200) {
 		*resp = cresp;

@@ -5,7 +5,8 @@
  * thread inherits the mask and only sigwait() here sees them, LLVM target
  * initialisation, the LMDB environment), then the server threads. The main
  * thread then waits for a signal and tears down in reverse order.
- * Exit codes: 0 clean stop, 1 start-up failure, 2 bad configuration.
+ * Exit codes: 0 stop (also when a job outlived shutdown_grace_s and was
+ * abandoned: the log says so), 1 start-up failure, 2 bad configuration.
  */
 #include <errno.h>
 #include <signal.h>
@@ -182,6 +183,13 @@ main(int argc, char **argv)
 	kc_log(KC_LOG_INFO, "signal %d: stopping", sig);
 	notify_stopping(notifier);
 
+	if (!server_shutdown(srv)) {
+		/* a job outlived shutdown_grace_s: its thread cannot be stopped,
+		 * so nothing that it may be using is torn down; committed cache
+		 * data is durable and LMDB recovers an interrupted write */
+		kc_log(KC_LOG_WARN, "stopped, abandoning the running job(s)");
+		_exit(0);
+	}
 	server_free(srv);
 	api_free(api);
 	cache_close(cache);
