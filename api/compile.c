@@ -307,7 +307,7 @@ flight_join(ApiCtx *a, const KcDigest *id, const ApiRequest *req, Flight **out, 
 			f->refs++;
 			*out = f;
 		} else if (a->park_refused != KC_OK) {
-			kc_fail(err, a->park_refused, NULL, NULL);
+			kc_fail(err, a->park_refused, NULL, "%s", kc_status_text(a->park_refused));
 			j = JOIN_REFUSED;
 		} else {
 			Parked *p = kc_xmalloc(sizeof *p);
@@ -414,7 +414,7 @@ api_cancel_parked(ApiCtx *a, KcStatus st)
 	a->stats.parked_now -= n;
 	pthread_mutex_unlock(&a->mu);
 	KcErr err = {0};
-	kc_fail(&err, st, NULL, NULL);
+	kc_fail(&err, st, NULL, "%s", kc_status_text(st));
 	wake_all(all, &err);
 	return n;
 }
