@@ -33,7 +33,10 @@ typedef struct ApiConfig {
 	                            * executable; must outlive the ApiCtx */
 	int verify_timeout_s;      /* wall-clock limit of one kernel run (0: 10) */
 	size_t verify_max_bytes;   /* largest inputs + 2 x outputs verified, 413
-	                            * above; the interpreter gets 4x (0: 512 MiB) */
+	                            * above; the interpreter gets 4x (0: 256 MiB) */
+	int verify_concurrency;    /* verifies running at once (0: 1) */
+	int verify_queue;          /* more that may wait for a slot (0: none) */
+	int verify_wait_s;         /* longest wait for a slot, then 503 (0: 30) */
 	bool test_fault_injection; /* TEST ONLY: honour ?inject=crash|hang */
 	size_t max_dump_bytes;     /* largest GET /v1/kernels/{id}/dump reply, 413
 	                            * above (0: 16 MiB) */

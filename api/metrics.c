@@ -8,7 +8,8 @@
  * path adds the LLVM compile latency, misses, overruns and the number of
  * compiles in flight. Gauges the API layer cannot see (queue depth, busy
  * workers, open requests) come from a callback the server installs
- * (api_set_gauges); the cache's own counters come from cache_stats().
+ * (api_set_gauges); the cache's own counters come from cache_stats(), the
+ * verify gate's from api_verify_stats().
  *
  * Histograms keep one count per bucket (not cumulative) and the sum in
  * microseconds; rendering accumulates them. A reader may see a count and a
@@ -126,6 +127,7 @@ typedef struct Snapshot {
 	ApiStats api;
 	CacheStats cache;
 	ApiServerGauges srv;
+	ApiVerifyStats verify;
 	uint64_t misses, overruns;
 	int64_t in_flight;
 } Snapshot;
@@ -137,6 +139,7 @@ snapshot(ApiCtx *a, Snapshot *s)
 	memset(s, 0, sizeof *s);
 	api_stats(a, &s->api);
 	cache_stats(a->cache, &s->cache);
+	api_verify_stats(a, &s->verify);
 	if (m->gauges)
 		m->gauges(m->gauges_closure, &s->srv);
 	s->misses = atomic_load_explicit(&m->misses, memory_order_relaxed);
@@ -285,6 +288,20 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	prom_one(&b, "kcsd_workers", "gauge", "Worker threads.", (uint64_t)s.srv.workers);
 	prom_one(&b, "kcsd_workers_busy", "gauge", "Worker threads running a job.",
 	         (uint64_t)s.srv.workers_busy);
+
+	prom_one(&b, "kcsd_verifies_in_flight", "gauge",
+	         "POST /v1/verify requests holding a slot (inputs, runners, comparison).",
+	         (uint64_t)s.verify.running);
+	prom_one(&b, "kcsd_verifies_in_flight_max", "gauge",
+	         "The most verifies that held a slot at once since start.",
+	         (uint64_t)s.verify.running_max);
+	prom_one(&b, "kcsd_verifies_waiting", "gauge", "Verifies waiting for a slot.",
+	         (uint64_t)s.verify.waiting);
+	prom_one(&b, "kcsd_verify_slots", "gauge",
+	         "Verifies that may run at once (verify_concurrency).", (uint64_t)s.verify.slots);
+	prom_one(&b, "kcsd_verify_refusals_total", "counter",
+	         "Verifies answered 503: too many waiting, or no slot within verify_wait_s.",
+	         s.verify.refused);
 	api_reply_buf(resp, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 
@@ -363,8 +380,13 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	              (unsigned long long)s.cache.entries, (unsigned long long)s.cache.max_bytes);
 	kc_buf_printf(&b,
 	              "\"queue\":{\"depth\":%lld,\"capacity\":%lld,\"workers\":%lld,"
-	              "\"workers_busy\":%lld}}\n",
+	              "\"workers_busy\":%lld},",
 	              (long long)s.srv.queue_depth, (long long)s.srv.queue_capacity,
 	              (long long)s.srv.workers, (long long)s.srv.workers_busy);
+	kc_buf_printf(&b,
+	              "\"verify\":{\"in_flight\":%d,\"in_flight_max\":%d,\"waiting\":%d,"
+	              "\"slots\":%d,\"refusals\":%llu}}\n",
+	              s.verify.running, s.verify.running_max, s.verify.waiting, s.verify.slots,
+	              (unsigned long long)s.verify.refused);
 	api_reply_json_buf(resp, 200, &b);
 }

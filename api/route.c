@@ -42,6 +42,7 @@ api_new(const ApiConfig *cfg, Cache *cache)
 	pthread_cond_init(&a->cv, NULL);
 	a->metrics = api_metrics_new();
 	a->memo = api_memo_new();
+	a->gate = api_verify_gate_new(&a->cfg);
 	atomic_init(&a->sched_gen, 0);
 	KcErr err = {0};
 	a->host_ok = kc_target_host(&a->host, &err) == KC_OK;
@@ -64,6 +65,7 @@ api_free(ApiCtx *a)
 	api_auth_free(a->auth);
 	api_keys_free(a->keys);
 	api_memo_free(a->memo);
+	api_verify_gate_free(a->gate);
 	free(a->linker);
 	free(a->tmpdir);
 	free(a);

@@ -377,6 +377,13 @@ bool kc_interp_half_upstream(CompileCtx *c, const KcGraph *g, int output);
  * Pow or Reciprocal operand or a divisor), rounded to their dtype; Gather
  * and OneHot indices (and what they are cast or moved from) in [0, extent). */
 void kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *const *args);
+/* The same values a chunk at a time, straight into the caller's memory (a
+ * window of a file): ask for every input's elements in order, input 0
+ * first; n elements of `input` go to dst, densely in its dtype. The
+ * generator lives in c's arena. */
+typedef struct KcRandomInputs KcRandomInputs;
+KcRandomInputs *kc_interp_random_begin(CompileCtx *c, const KcGraph *g, uint64_t seed);
+void kc_interp_random_next(KcRandomInputs *r, int input, int64_t n, void *dst);
 
 /* ---- MindSpore's kernel-name hash (mshash.c) ----------------------------
  * libstdc++ std::hash<std::string> (_Hash_bytes, MurmurHash2-64 variant)

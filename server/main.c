@@ -131,6 +131,9 @@ main(int argc, char **argv)
 	    .runner = cfg.runner,
 	    .verify_timeout_s = (int)cfg.verify_timeout_s,
 	    .verify_max_bytes = (size_t)cfg.verify_max_bytes,
+	    .verify_concurrency = (int)cfg.verify_concurrency,
+	    .verify_queue = (int)cfg.verify_queue,
+	    .verify_wait_s = (int)cfg.verify_wait_s,
 	    .test_fault_injection = cfg.test_fault_injection != 0,
 	    .max_dump_bytes = (size_t)cfg.max_dump_bytes,
 	};
