@@ -124,6 +124,10 @@ main(int argc, char **argv)
 	            .max_ops = (int)cfg.max_ops,
 	            .max_tensors = (int)cfg.max_tensors,
 	            .max_elements = cfg.max_elements,
+	            /* the work budget (0: defaults that scale with max_ops) */
+	            .max_work_nodes = cfg.max_work_nodes,
+	            .max_work_stages = cfg.max_work_stages,
+	            .max_work_insns = cfg.max_work_insns,
 	        },
 	    .max_body_bytes = (size_t)cfg.max_body_bytes,
 	    .linker = cfg.linker,
