@@ -3,3 +3,6 @@ add_executable(test_cache ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache.c)
 target_link_libraries(test_cache PRIVATE kc_cache kc_t)
 add_test(NAME test_cache COMMAND test_cache)
 set_tests_properties(test_cache PROPERTIES LABELS "fast;tsan" TIMEOUT 120)
+# The store's reference audit for the HTTP tests (tests/cache_audit.c).
+add_executable(cache_audit ${CMAKE_CURRENT_SOURCE_DIR}/cache_audit.c)
+target_link_libraries(cache_audit PRIVATE kc_cache)
