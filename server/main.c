@@ -132,6 +132,7 @@ main(int argc, char **argv)
 	    .verify_max_bytes = (size_t)cfg.verify_max_bytes,
 	    .test_fault_injection = cfg.test_fault_injection != 0,
 	    .max_dump_bytes = (size_t)cfg.max_dump_bytes,
+	    .max_canonical_bytes = (size_t)cfg.max_canonical_bytes,
 	};
 	ApiCtx *api = api_new(&acfg, cache);
 	ApiAuthConfig auth = {
