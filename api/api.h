@@ -40,6 +40,8 @@ typedef struct ApiConfig {
 	bool test_fault_injection; /* TEST ONLY: honour ?inject=crash|hang */
 	size_t max_dump_bytes;     /* largest GET /v1/kernels/{id}/dump reply, 413
 	                            * above (0: 16 MiB) */
+	/* POST /v1/compile: the largest canonical workload, 413 above (0: 1 MiB) */
+	size_t max_canonical_bytes;
 } ApiConfig;
 
 /* Route flags. */

@@ -815,13 +815,20 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	    .ir = art.ir,
 	    .ir_len = art.ir_len,
 	};
+	/* Served all the same when it cannot be stored (the store is full and
+	 * nothing is left to evict): the client has its kernel, the store
+	 * keeps what it had, and the next identical request compiles again. */
 	KcErr perr = {0};
-	if (cache_put_kernel(a->cache, &put, &perr) != KC_OK)
+	const char *cache = "miss";
+	if (cache_put_kernel(a->cache, &put, &perr) != KC_OK) {
 		kc_log(KC_LOG_WARN, "kernel %s not stored: %s", kid_hex, perr.msg);
+		api_metrics_not_stored(a);
+		cache = "miss-not-stored";
+	}
 	kc_log(KC_LOG_INFO, "compiled kernel %s (%s, %s, %s schedule) in %.1f ms", kid_hex,
 	       name ? name : "", t->name, ch->source, art.compile_ms);
 
-	reply_spliced(resp, meta.data, meta.len, ms, "miss", t0, art.object, art.object_len);
+	reply_spliced(resp, meta.data, meta.len, ms, cache, t0, art.object, art.object_len);
 	kc_buf_free(&meta);
 	kc_artifact_free(&art);
 	return KC_OK;
@@ -894,6 +901,14 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 		goto fail;
 	}
 	kc_workload(c, g, &wl);
+	/* the canonical text is what a miss stores for good (the workload
+	 * record outlives the kernel while a schedule refers to it) */
+	if (wl.canonical_len > a->cfg.max_canonical_bytes) {
+		kc_fail(&err, KC_TOO_LARGE, "",
+		        "the canonical workload is %zu bytes, over max_canonical_bytes (%zu)",
+		        wl.canonical_len, a->cfg.max_canonical_bytes);
+		goto fail;
+	}
 	api_recent_put(a, &wl.key, req->body, req->body_len);
 	choose_schedule(a, c, g, &tgt, &wl, &ch);
 	kc_kernel_id(&wl.key, &tgt, ch.schedule, KCSD_BUILD_ID, &kid);

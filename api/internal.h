@@ -139,6 +139,9 @@ void api_metrics_free(ApiMetrics *m); /* NULL allowed */
  * _end records the latency and counts an overrun of compile_timeout_s. */
 void api_metrics_compile_begin(ApiCtx *a);
 void api_metrics_compile_end(ApiCtx *a, int64_t duration_us);
+/* A compiled kernel answered but not stored (the store was full, or the
+ * write failed). */
+void api_metrics_not_stored(ApiCtx *a);
 void h_metrics(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_stats(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 

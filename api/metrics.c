@@ -5,11 +5,11 @@
  * a lock, and the two renderers only read them. Requests are counted once,
  * where the server writes its access log line (api_metrics_request): by
  * route and HTTP status, with a latency histogram per route. The compile
- * path adds the LLVM compile latency, misses, overruns and the number of
- * compiles in flight. Gauges the API layer cannot see (queue depth, busy
- * workers, open requests) come from a callback the server installs
- * (api_set_gauges); the cache's own counters come from cache_stats(), the
- * verify gate's from api_verify_stats().
+ * path adds the LLVM compile latency, misses, overruns, kernels answered
+ * but not stored and the number of compiles in flight. Gauges the API
+ * layer cannot see (queue depth, busy workers, open requests) come from a
+ * callback the server installs (api_set_gauges); the cache's own counters
+ * come from cache_stats(), the verify gate's from api_verify_stats().
  *
  * Histograms keep one count per bucket (not cumulative) and the sum in
  * microseconds; rendering accumulates them. A reader may see a count and a
@@ -47,11 +47,12 @@ struct ApiMetrics {
 	int64_t start_us;
 	atomic_uint_fast64_t requests[API_ROUTE_COUNT + 1][MAX_STATUS];
 	Histogram request_seconds[API_ROUTE_COUNT + 1];
-	Histogram compile_seconds;     /* kc_compile (codegen + link) of misses */
-	atomic_uint_fast64_t misses;   /* compile requests that led a compile */
-	atomic_uint_fast64_t overruns; /* compiles slower than compile_timeout_s */
-	atomic_int_fast64_t in_flight; /* kc_compile calls running now */
-	ApiGaugesFn gauges;            /* set before threads start */
+	Histogram compile_seconds;       /* kc_compile (codegen + link) of misses */
+	atomic_uint_fast64_t misses;     /* compile requests that led a compile */
+	atomic_uint_fast64_t overruns;   /* compiles slower than compile_timeout_s */
+	atomic_uint_fast64_t not_stored; /* kernels answered, not stored */
+	atomic_int_fast64_t in_flight;   /* kc_compile calls running now */
+	ApiGaugesFn gauges;              /* set before threads start */
 	void *gauges_closure;
 };
 
@@ -122,13 +123,19 @@ api_metrics_compile_end(ApiCtx *a, int64_t duration_us)
 	}
 }
 
+void
+api_metrics_not_stored(ApiCtx *a)
+{
+	atomic_fetch_add_explicit(&a->metrics->not_stored, 1, memory_order_relaxed);
+}
+
 /* Everything both renderers print, read once. */
 typedef struct Snapshot {
 	ApiStats api;
 	CacheStats cache;
 	ApiServerGauges srv;
 	ApiVerifyStats verify;
-	uint64_t misses, overruns;
+	uint64_t misses, overruns, not_stored;
 	int64_t in_flight;
 } Snapshot;
 
@@ -144,6 +151,7 @@ snapshot(ApiCtx *a, Snapshot *s)
 		m->gauges(m->gauges_closure, &s->srv);
 	s->misses = atomic_load_explicit(&m->misses, memory_order_relaxed);
 	s->overruns = atomic_load_explicit(&m->overruns, memory_order_relaxed);
+	s->not_stored = atomic_load_explicit(&m->not_stored, memory_order_relaxed);
 	s->in_flight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);
 }
 
@@ -269,13 +277,31 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	prom_one(&b, "kcsd_cache_evictions_total", "counter",
 	         "Kernels evicted from the cache (LRU or DELETE).", s.cache.evictions);
 	prom_one(&b, "kcsd_cache_evicted_bytes_total", "counter",
-	         "Stored bytes of the kernels evicted.", s.cache.evicted_bytes);
+	         "Stored bytes of the kernels and workload records evicted.",
+	         s.cache.evicted_bytes);
+	prom_one(&b, "kcsd_cache_evicted_workloads_total", "counter",
+	         "Workload records evicted (neither a schedule nor a kernel left).",
+	         s.cache.evicted_workloads);
+	prom_one(&b, "kcsd_kernels_not_stored_total", "counter",
+	         "Kernels compiled and answered but not stored (store full or write failed).",
+	         s.not_stored);
+	prom_one(&b, "kcsd_cache_full_writes_total", "counter",
+	         "Writes refused because the map was full and eviction could not make room.",
+	         s.cache.full_refusals);
 	prom_one(&b, "kcsd_cache_bytes", "gauge", "Bytes of the LMDB map in use.",
 	         s.cache.bytes_used);
-	prom_one(&b, "kcsd_cache_map_bytes", "gauge", "Size of the LMDB map.", s.cache.map_bytes);
+	prom_one(&b, "kcsd_cache_map_bytes", "gauge",
+	         "Size of the LMDB map (cache_map_bytes): the data file never grows past it.",
+	         s.cache.map_bytes);
+	prom_one(&b, "kcsd_cache_file_bytes", "gauge",
+	         "Pages the data file holds (its high-water mark), in bytes.", s.cache.file_bytes);
 	prom_one(&b, "kcsd_cache_max_bytes", "gauge", "Cache size above which kernels are evicted.",
 	         s.cache.max_bytes);
 	prom_one(&b, "kcsd_cache_kernels", "gauge", "Kernels stored.", s.cache.entries);
+	prom_one(&b, "kcsd_cache_workloads", "gauge", "Workload records stored.",
+	         s.cache.workloads);
+	prom_one(&b, "kcsd_cache_schedules", "gauge", "Schedule records stored.",
+	         s.cache.schedules);
 	prom_one(&b, "kcsd_cache_artifacts", "gauge", "Artifact records stored.",
 	         s.cache.entries_artifacts);
 	prom_one(&b, "kcsd_cache_checksum_failures_total", "counter",
@@ -370,14 +396,20 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	              "\"evictions\":%llu,"
 	              "\"bytes\":%llu,\"map_bytes\":%llu,\"artifacts\":%llu,"
 	              "\"checksum_failures\":%llu,\"evicted_bytes\":%llu,\"kernels\":%llu,"
-	              "\"max_bytes\":%llu},",
+	              "\"max_bytes\":%llu,\"file_bytes\":%llu,\"workloads\":%llu,"
+	              "\"schedules\":%llu,\"evicted_workloads\":%llu,\"not_stored\":%llu,"
+	              "\"full_writes\":%llu},",
 	              (unsigned long long)s.api.hits, (unsigned long long)s.api.fast_hits,
 	              (unsigned long long)s.misses, (unsigned long long)s.cache.evictions,
 	              (unsigned long long)s.cache.bytes_used, (unsigned long long)s.cache.map_bytes,
 	              (unsigned long long)s.cache.entries_artifacts,
 	              (unsigned long long)s.cache.checksum_failures,
 	              (unsigned long long)s.cache.evicted_bytes,
-	              (unsigned long long)s.cache.entries, (unsigned long long)s.cache.max_bytes);
+	              (unsigned long long)s.cache.entries, (unsigned long long)s.cache.max_bytes,
+	              (unsigned long long)s.cache.file_bytes, (unsigned long long)s.cache.workloads,
+	              (unsigned long long)s.cache.schedules,
+	              (unsigned long long)s.cache.evicted_workloads,
+	              (unsigned long long)s.not_stored, (unsigned long long)s.cache.full_refusals);
 	kc_buf_printf(&b,
 	              "\"queue\":{\"depth\":%lld,\"capacity\":%lld,\"workers\":%lld,"
 	              "\"workers_busy\":%lld},",

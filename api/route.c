@@ -37,6 +37,8 @@ api_new(const ApiConfig *cfg, Cache *cache)
 	a->tmpdir = cfg->tmpdir && *cfg->tmpdir ? kc_xstrdup(cfg->tmpdir) : NULL;
 	a->cfg.linker = a->linker;
 	a->cfg.tmpdir = a->tmpdir;
+	if (!a->cfg.max_canonical_bytes)
+		a->cfg.max_canonical_bytes = (size_t)1 << 20;
 	a->cache = cache;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);

@@ -140,6 +140,7 @@ main(int argc, char **argv)
 	    .verify_wait_s = (int)cfg.verify_wait_s,
 	    .test_fault_injection = cfg.test_fault_injection != 0,
 	    .max_dump_bytes = (size_t)cfg.max_dump_bytes,
+	    .max_canonical_bytes = (size_t)cfg.max_canonical_bytes,
 	};
 	ApiCtx *api = api_new(&acfg, cache);
 	ApiAuthConfig auth = {
