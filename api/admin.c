@@ -454,11 +454,11 @@ h_admin_evict(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *
 		return;
 	}
 	kc_buf_printf(&b,
-	              "{\"evicted_kernels\":%llu,\"freed_bytes\":%llu,\"bytes_before\":%llu,"
-	              "\"bytes_after\":%llu,\"target_bytes\":%llu}\n",
-	              (unsigned long long)r.kernels, (unsigned long long)r.bytes_freed,
-	              (unsigned long long)r.bytes_before, (unsigned long long)r.bytes_after,
-	              (unsigned long long)r.target_bytes);
+	              "{\"evicted_kernels\":%llu,\"evicted_workloads\":%llu,\"freed_bytes\":%llu,"
+	              "\"bytes_before\":%llu,\"bytes_after\":%llu,\"target_bytes\":%llu}\n",
+	              (unsigned long long)r.kernels, (unsigned long long)r.workloads,
+	              (unsigned long long)r.bytes_freed, (unsigned long long)r.bytes_before,
+	              (unsigned long long)r.bytes_after, (unsigned long long)r.target_bytes);
 	api_reply_json_buf(resp, 200, &b);
 }
 

@@ -50,10 +50,15 @@ typedef struct ApiConfig {
 	                            * executable; must outlive the ApiCtx */
 	int verify_timeout_s;      /* wall-clock limit of one kernel run (0: 10) */
 	size_t verify_max_bytes;   /* largest inputs + 2 x outputs verified, 413
-	                            * above; the interpreter gets 4x (0: 512 MiB) */
+	                            * above; the interpreter gets 4x (0: 256 MiB) */
+	int verify_concurrency;    /* verifies running at once (0: 1) */
+	int verify_queue;          /* more that may wait for a slot (0: none) */
+	int verify_wait_s;         /* longest wait for a slot, then 503 (0: 30) */
 	bool test_fault_injection; /* TEST ONLY: honour ?inject=crash|hang */
 	size_t max_dump_bytes;     /* largest GET /v1/kernels/{id}/dump reply, 413
 	                            * above (0: 16 MiB) */
+	/* POST /v1/compile: the largest canonical workload, 413 above (0: 1 MiB) */
+	size_t max_canonical_bytes;
 } ApiConfig;
 
 /* Route flags. */
@@ -100,6 +105,18 @@ typedef struct ApiRequest {
 	const char *body;         /* may be NULL when body_len is 0 */
 	size_t body_len;
 	const char *client; /* client address for logs ("127.0.0.1"), or NULL */
+	/* Parking, offered by a caller that can resume the request later (all
+	 * three NULL: not offered, the handler waits in place). A handler
+	 * that would only wait for another request's work (a singleflight
+	 * waiter) parks instead of holding its worker thread: it stores true
+	 * in *parked and returns at once, leaving *resp unfilled and never
+	 * touching req or resp again. Then wake(wake_closure, err) is called
+	 * exactly once, from any thread: err NULL means "call api_handle
+	 * again" with attempt one higher, else answer with *err. */
+	bool *parked;
+	void (*wake)(void *closure, const KcErr *err);
+	void *wake_closure;
+	int attempt; /* times this request was parked and woken, from 0 */
 } ApiRequest;
 
 /* One response. `body` is malloc'd and owned by the response (free with
@@ -132,6 +149,8 @@ typedef struct ApiStats {
 	uint64_t hits;      /* compile requests answered from the cache */
 	uint64_t fast_hits; /* ... of which on the HTTP thread (api_handle_fast) */
 	uint64_t coalesced; /* compile requests that waited for another's compile */
+	uint64_t parked;    /* ... of which parked, holding no worker, while waiting */
+	int parked_now;     /* requests parked now (a gauge) */
 	uint64_t failures;  /* compile requests answered with an error */
 } ApiStats;
 
@@ -148,9 +167,14 @@ void api_free(ApiCtx *a); /* NULL allowed; no api_handle() may be running */
 bool api_route(const char *method, const char *path, ApiMatch *m, ApiResponse *resp);
 
 /* Runs the handler of a matched route and fills *resp (always: errors are
- * JSON error bodies). Blocking routes (API_F_BLOCKING) must be called from a
- * worker thread. */
+ * JSON error bodies), unless the handler parked (ApiRequest.parked).
+ * Blocking routes (API_F_BLOCKING) must be called from a worker thread. */
 void api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+
+/* Wakes every parked request with `st` (KC_SHUTTING_DOWN at shutdown)
+ * and refuses to park any more from now on: a request that would park is
+ * answered `st` instead. Thread-safe; returns the number woken. */
+int api_cancel_parked(ApiCtx *a, KcStatus st);
 
 /* Tries to answer a blocking route without blocking, on the calling (HTTP)
  * thread, once its whole body is in. Today: a POST /v1/compile of a body

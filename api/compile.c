@@ -23,20 +23,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "internal.h"
 #include "version.h"
 
-/* A compile in progress. `refs` counts the leader and its waiters; the last
- * one to let go frees it. Guarded by ApiCtx.mu. */
+/* A request parked on a flight (ApiRequest.wake): it holds no worker. */
+typedef struct Parked {
+	struct Parked *next;
+	void (*wake)(void *closure, const KcErr *err);
+	void *closure;
+} Parked;
+
+/* A compile in progress. `refs` counts the leader and the waiters that
+ * wait in place; the last one to let go frees it. Parked waiters hold no
+ * reference: the leader wakes them as it lands. Guarded by ApiCtx.mu. */
 struct Flight {
 	Flight *next;
 	KcDigest id;
 	bool done;
 	KcErr err; /* the leader's outcome (status KC_OK on success) */
 	int refs;
+	Parked *parked;
 };
 
 /* MindSpore's kernel-name hash of a request body, when it has one. */
@@ -274,20 +284,42 @@ memo_put(ApiMemo *m, const KcDigest *key, const KcDigest *kid, const KcDigest *w
 
 /* ---- singleflight ------------------------------------------------------- */
 
-/* Joins the flight for `id`, creating it if there is none. Returns true if
- * the caller is the leader (and must call flight_land), false if it must
- * call flight_wait. */
-static bool
-flight_join(ApiCtx *a, const KcDigest *id, Flight **out)
+typedef enum Join {
+	JOIN_LEAD,    /* the caller compiles, then calls flight_land */
+	JOIN_WAIT,    /* the caller must call flight_wait */
+	JOIN_PARKED,  /* the caller parked: it returns without touching resp */
+	JOIN_REFUSED, /* parking is refused (shutting down): *err says why */
+} Join;
+
+/* Joins the flight for `id`, creating it if there is none. A waiter
+ * parks when the request offers it (ApiRequest.wake), so it holds no
+ * worker while the leader compiles; *req->parked is set under the lock,
+ * before the leader can wake it. */
+static Join
+flight_join(ApiCtx *a, const KcDigest *id, const ApiRequest *req, Flight **out, KcErr *err)
 {
 	pthread_mutex_lock(&a->mu);
 	for (Flight *f = a->flights; f; f = f->next) {
-		if (memcmp(f->id.b, id->b, sizeof id->b) == 0) {
+		if (memcmp(f->id.b, id->b, sizeof id->b) != 0)
+			continue;
+		Join j = JOIN_WAIT;
+		if (!req->wake) {
 			f->refs++;
 			*out = f;
-			pthread_mutex_unlock(&a->mu);
-			return false;
+		} else if (a->park_refused != KC_OK) {
+			kc_fail(err, a->park_refused, NULL, "%s", kc_status_text(a->park_refused));
+			j = JOIN_REFUSED;
+		} else {
+			Parked *p = kc_xmalloc(sizeof *p);
+			*p = (Parked){f->parked, req->wake, req->wake_closure};
+			f->parked = p;
+			*req->parked = true;
+			a->stats.parked++;
+			a->stats.parked_now++;
+			j = JOIN_PARKED;
 		}
+		pthread_mutex_unlock(&a->mu);
+		return j;
 	}
 	Flight *f = kc_xcalloc(1, sizeof *f);
 	f->id = *id;
@@ -296,7 +328,7 @@ flight_join(ApiCtx *a, const KcDigest *id, Flight **out)
 	a->flights = f;
 	*out = f;
 	pthread_mutex_unlock(&a->mu);
-	return true;
+	return JOIN_LEAD;
 }
 
 static void
@@ -307,12 +339,27 @@ flight_release_locked(ApiCtx *a, Flight *f)
 		free(f);
 }
 
-/* The leader lands: unlinks the flight, records the outcome, wakes waiters. */
+/* Wakes a detached list of parked requests, outside ApiCtx.mu (a wake
+ * may queue a job or resume a connection). */
+static void
+wake_all(Parked *p, const KcErr *err)
+{
+	while (p) {
+		Parked *next = p->next;
+		p->wake(p->closure, err);
+		free(p);
+		p = next;
+	}
+}
+
+/* The leader lands: unlinks the flight, records the outcome, wakes waiters
+ * (parked ones run again, or get the leader's error). */
 static void
 flight_land(ApiCtx *a, Flight *f, const KcErr *err)
 {
 	if (!f)
 		return;
+	KcErr e = {0};
 	pthread_mutex_lock(&a->mu);
 	for (Flight **p = &a->flights; *p; p = &(*p)->next) {
 		if (*p == f) {
@@ -323,9 +370,15 @@ flight_land(ApiCtx *a, Flight *f, const KcErr *err)
 	f->done = true;
 	if (err)
 		f->err = *err;
+	e = f->err;
+	Parked *parked = f->parked;
+	f->parked = NULL;
+	for (Parked *p = parked; p; p = p->next)
+		a->stats.parked_now--;
 	pthread_cond_broadcast(&a->cv);
 	flight_release_locked(a, f);
 	pthread_mutex_unlock(&a->mu);
+	wake_all(parked, e.status == KC_OK ? NULL : &e);
 }
 
 /* Waits for the leader; copies its outcome into *err. */
@@ -339,6 +392,55 @@ flight_wait(ApiCtx *a, Flight *f, KcErr *err)
 	flight_release_locked(a, f);
 	pthread_mutex_unlock(&a->mu);
 	return err->status;
+}
+
+int
+api_cancel_parked(ApiCtx *a, KcStatus st)
+{
+	KC_ASSERT(st != KC_OK);
+	Parked *all = NULL;
+	int n = 0;
+	pthread_mutex_lock(&a->mu);
+	a->park_refused = st;
+	for (Flight *f = a->flights; f; f = f->next) {
+		while (f->parked) {
+			Parked *p = f->parked;
+			f->parked = p->next;
+			p->next = all;
+			all = p;
+			n++;
+		}
+	}
+	a->stats.parked_now -= n;
+	pthread_mutex_unlock(&a->mu);
+	KcErr err = {0};
+	kc_fail(&err, st, NULL, "%s", kc_status_text(st));
+	wake_all(all, &err);
+	return n;
+}
+
+/* ---- test-only fault injection ------------------------------------------ */
+
+/* POST /v1/compile?inject=hang (test_fault_injection): the compile never
+ * ends, the way a wedged LLVM pass looks to the worker pool. The flight id
+ * is derived from the kernel_id, so identical injected requests share one
+ * flight and an ordinary request for the same kernel never joins it. */
+static void
+hang_flight_id(const KcDigest *kid, KcDigest *out)
+{
+	KcSha256 *h = kc_sha256_begin();
+	kc_sha256_update(h, "kcsd-inject-hang", 16);
+	kc_sha256_update(h, kid->b, sizeof kid->b);
+	kc_sha256_end(h, out);
+}
+
+_Noreturn static void
+hang_forever(void)
+{
+	for (;;) {
+		struct timespec ts = {0, 50 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* ---- recent graphs (for PUT /v1/schedules validation) ------------------- */
@@ -713,13 +815,20 @@ compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
 	    .ir = art.ir,
 	    .ir_len = art.ir_len,
 	};
+	/* Served all the same when it cannot be stored (the store is full and
+	 * nothing is left to evict): the client has its kernel, the store
+	 * keeps what it had, and the next identical request compiles again. */
 	KcErr perr = {0};
-	if (cache_put_kernel(a->cache, &put, &perr) != KC_OK)
+	const char *cache = "miss";
+	if (cache_put_kernel(a->cache, &put, &perr) != KC_OK) {
 		kc_log(KC_LOG_WARN, "kernel %s not stored: %s", kid_hex, perr.msg);
+		api_metrics_not_stored(a);
+		cache = "miss-not-stored";
+	}
 	kc_log(KC_LOG_INFO, "compiled kernel %s (%s, %s, %s schedule) in %.1f ms", kid_hex,
 	       name ? name : "", t->name, ch->source, art.compile_ms);
 
-	reply_spliced(resp, meta.data, meta.len, ms, "miss", t0, art.object, art.object_len);
+	reply_spliced(resp, meta.data, meta.len, ms, cache, t0, art.object, art.object_len);
 	kc_buf_free(&meta);
 	kc_artifact_free(&art);
 	return KC_OK;
@@ -738,7 +847,8 @@ ms_hash_of(const ApiRequest *req, MsHash *out)
 
 /* ---- the handler -------------------------------------------------------- */
 
-/* Body: a composite JSON document (akg-format.md); query: target=NAME. */
+/* Body: a composite JSON document (akg-format.md); query: target=NAME,
+ * inject=hang (test-only). */
 void
 h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
@@ -749,7 +859,8 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	KcTarget tgt;
 	KcWorkload wl;
 	KcScheduleRecord ch = {0};
-	bool coalesced = false;
+	/* a request woken from parking was answered by another's compile */
+	bool coalesced = req->attempt > 0;
 	CompileCtx *c = NULL;
 	char tbuf[1024];
 	MsHash ms = {0};
@@ -757,7 +868,17 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	bool have_kid = false;
 	/* read before the schedule is: see ApiCtx.sched_gen */
 	uint64_t gen = atomic_load(&a->sched_gen);
+	const char *inject = api_query(req, "inject");
 
+	if (inject && !a->cfg.test_fault_injection) {
+		api_reply_error(resp, KC_BAD_REQUEST, "?inject",
+		                "?inject is test-only; start kcsd with --test-fault-injection 1");
+		goto count_failure;
+	}
+	if (inject && strcmp(inject, "hang") != 0) {
+		api_reply_error(resp, KC_BAD_REQUEST, "?inject", "inject must be hang");
+		goto count_failure;
+	}
 	if (!api_is_json(req->content_type)) {
 		api_reply_error(resp, KC_MEDIA_TYPE, NULL, "Content-Type must be application/json");
 		goto count_failure;
@@ -780,12 +901,35 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 		goto fail;
 	}
 	kc_workload(c, g, &wl);
+	/* the canonical text is what a miss stores for good (the workload
+	 * record outlives the kernel while a schedule refers to it) */
+	if (wl.canonical_len > a->cfg.max_canonical_bytes) {
+		kc_fail(&err, KC_TOO_LARGE, "",
+		        "the canonical workload is %zu bytes, over max_canonical_bytes (%zu)",
+		        wl.canonical_len, a->cfg.max_canonical_bytes);
+		goto fail;
+	}
 	api_recent_put(a, &wl.key, req->body, req->body_len);
 	choose_schedule(a, c, g, &tgt, &wl, &ch);
 	kc_kernel_id(&wl.key, &tgt, ch.schedule, KCSD_BUILD_ID, &kid);
-	have_kid = true;
+	have_kid = !inject;
 
-	for (int attempt = 0;; attempt++) {
+	if (inject) {
+		/* never the cache, never an ordinary request's flight */
+		KcDigest fid;
+		Flight *f = NULL;
+		hang_flight_id(&kid, &fid);
+		switch (flight_join(a, &fid, req, &f, &err)) {
+		case JOIN_LEAD:
+			kc_log(KC_LOG_WARN, "inject=hang: this compile never ends");
+			hang_forever();
+		case JOIN_WAIT: flight_wait(a, f, &err); goto fail;
+		case JOIN_PARKED: goto parked;
+		case JOIN_REFUSED: goto fail;
+		}
+	}
+
+	for (int attempt = req->attempt;; attempt++) {
 		if (reply_cached(a, &kid, &ms, t0, resp)) {
 			pthread_mutex_lock(&a->mu);
 			if (coalesced)
@@ -798,11 +942,17 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 		Flight *f = NULL;
 		/* After a few rounds (the leader compiled but could not store),
 		 * compile without the table rather than loop. */
-		if (attempt < 3 && !flight_join(a, &kid, &f)) {
-			if (flight_wait(a, f, &err) != KC_OK)
-				goto fail;
-			coalesced = true;
-			continue;
+		if (attempt < 3) {
+			switch (flight_join(a, &kid, req, &f, &err)) {
+			case JOIN_LEAD: break;
+			case JOIN_WAIT:
+				if (flight_wait(a, f, &err) != KC_OK)
+					goto fail;
+				coalesced = true;
+				continue;
+			case JOIN_PARKED: goto parked;
+			case JOIN_REFUSED: goto fail;
+			}
 		}
 		if (f && reply_cached(a, &kid, &ms, t0, resp)) {
 			/* another leader landed between our lookup and join */
@@ -834,6 +984,8 @@ done:
 		memo_key(req, gen, &key);
 		memo_put(a->memo, &key, &kid, &wl.key, &ms);
 	}
+parked:
+	/* parked: req and resp now belong to the request's next run */
 	compile_ctx_free(c);
 }
 
@@ -856,7 +1008,7 @@ api_compile_fast(ApiCtx *a, const ApiRequest *req, ApiResponse *resp)
 	char why[320];
 	bool ok = false;
 
-	if (!api_is_json(req->content_type))
+	if (!api_is_json(req->content_type) || api_query(req, "inject"))
 		return false;
 	memo_key(req, atomic_load(&a->sched_gen), &key);
 	if (!memo_get(a->memo, &key, &e))

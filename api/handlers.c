@@ -322,7 +322,11 @@ h_schedule_put(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse 
 	}
 	KcErr gerr = {0};
 	bool existed = cache_get_schedule(a->cache, &m->id, t.name, &old, &gerr) == KC_OK;
-	if (cache_put_schedule(a->cache, &m->id, t.name, rec.data, rec.len, &err) != KC_OK) {
+	KcStatus st = cache_put_schedule(a->cache, &m->id, t.name, rec.data, rec.len, &err);
+	if (st == KC_NOT_FOUND) /* evicted since workload_known looked */
+		kc_fail(&err, KC_NOT_FOUND, "/workload_key",
+		        "unknown workload: compile it once before storing a schedule");
+	if (st != KC_OK) {
 		api_reply_kcerr(resp, &err);
 		goto done;
 	}

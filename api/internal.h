@@ -5,8 +5,9 @@
  * and its singleflight table), dump.c (a stored kernel's pass dumps).
  *
  * Locking: `mu` guards the singleflight list, the recent-graph ring and the
- * counters; the hit memo (compile.c) has its own lock; sched_gen is
- * atomic; nothing else in ApiCtx changes after api_new().
+ * counters; the hit memo (compile.c) and the verify gate (verify.c) have
+ * their own locks; sched_gen is atomic; nothing else in ApiCtx changes
+ * after api_new().
  */
 #ifndef KCS_API_INTERNAL_H
 #define KCS_API_INTERNAL_H
@@ -32,6 +33,7 @@ typedef struct ApiMetrics ApiMetrics; /* atomic counters (metrics.c) */
 typedef struct ApiAuth ApiAuth;       /* token digests (auth.c) */
 typedef struct ApiKeys ApiKeys;       /* signing and verify keys (keys.c) */
 typedef struct ApiMemo ApiMemo;       /* compile hit memo (compile.c) */
+typedef struct VerifyGate VerifyGate; /* verify slots (verify.c) */
 
 struct ApiCtx {
 	ApiConfig cfg;
@@ -43,6 +45,7 @@ struct ApiCtx {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* broadcast when a flight lands */
 	Flight *flights;
+	KcStatus park_refused; /* KC_OK, or what a request that would park gets */
 	ApiStats stats;
 	RecentGraph recent[API_RECENT];
 	int recent_next;
@@ -50,6 +53,7 @@ struct ApiCtx {
 	ApiAuth *auth;       /* NULL: protected mode; set before threads */
 	ApiKeys *keys;       /* NULL: artifacts are not signed; set before threads */
 	ApiMemo *memo;       /* own lock; the pointer never changes */
+	VerifyGate *gate;    /* verify slots; own lock; the pointer never changes */
 	/* Bumped after every request that may change a stored schedule
 	 * (PUT /v1/schedules, POST /v1/import): memo keys include it, so a
 	 * memoised (body, target) -> kernel_id made before is never used. */
@@ -91,6 +95,18 @@ bool api_compile_fast(ApiCtx *a, const ApiRequest *req, ApiResponse *resp);
 
 /* verify.c */
 void h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
+/* At most cfg->verify_concurrency verifies run at once; verify_queue more
+ * wait up to verify_wait_s for a slot (h_verify answers 503 otherwise). */
+VerifyGate *api_verify_gate_new(const ApiConfig *cfg);
+void api_verify_gate_free(VerifyGate *g); /* NULL allowed; none running */
+typedef struct ApiVerifyStats {
+	int slots;        /* verify_concurrency */
+	int running;      /* verifies holding a slot now */
+	int running_max;  /* the most that held one at once, since start */
+	int waiting;      /* verifies waiting for a slot now */
+	uint64_t refused; /* answered 503: queue full or no slot in time */
+} ApiVerifyStats;
+void api_verify_stats(ApiCtx *a, ApiVerifyStats *st);
 
 /* handlers.c */
 void h_healthz(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
@@ -129,6 +145,9 @@ void api_metrics_compile_end(ApiCtx *a, int64_t duration_us);
 /* Counts one body (or import line) refused by the JSON pre-scan; api_handle
  * counts replies flagged json_refused itself. */
 void api_metrics_json_refusal(ApiCtx *a);
+/* A compiled kernel answered but not stored (the store was full, or the
+ * write failed). */
+void api_metrics_not_stored(ApiCtx *a);
 void h_metrics(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void h_stats(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 

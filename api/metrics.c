@@ -5,10 +5,11 @@
  * a lock, and the two renderers only read them. Requests are counted once,
  * where the server writes its access log line (api_metrics_request): by
  * route and HTTP status, with a latency histogram per route. The compile
- * path adds the LLVM compile latency, misses, overruns and the number of
- * compiles in flight. Gauges the API layer cannot see (queue depth, busy
- * workers, open requests) come from a callback the server installs
- * (api_set_gauges); the cache's own counters come from cache_stats().
+ * path adds the LLVM compile latency, misses, overruns, kernels answered
+ * but not stored and the number of compiles in flight. Gauges the API
+ * layer cannot see (queue depth, busy workers, open requests) come from a
+ * callback the server installs (api_set_gauges); the cache's own counters
+ * come from cache_stats(), the verify gate's from api_verify_stats().
  * The JSON pre-scan's refusals are counted here too.
  *
  * Histograms keep one count per bucket (not cumulative) and the sum in
@@ -47,11 +48,12 @@ struct ApiMetrics {
 	int64_t start_us;
 	atomic_uint_fast64_t requests[API_ROUTE_COUNT + 1][MAX_STATUS];
 	Histogram request_seconds[API_ROUTE_COUNT + 1];
-	Histogram compile_seconds;     /* kc_compile (codegen + link) of misses */
-	atomic_uint_fast64_t misses;   /* compile requests that led a compile */
-	atomic_uint_fast64_t overruns; /* compiles slower than compile_timeout_s */
-	atomic_int_fast64_t in_flight; /* kc_compile calls running now */
-	ApiGaugesFn gauges;            /* set before threads start */
+	Histogram compile_seconds;       /* kc_compile (codegen + link) of misses */
+	atomic_uint_fast64_t misses;     /* compile requests that led a compile */
+	atomic_uint_fast64_t overruns;   /* compiles slower than compile_timeout_s */
+	atomic_uint_fast64_t not_stored; /* kernels answered, not stored */
+	atomic_int_fast64_t in_flight;   /* kc_compile calls running now */
+	ApiGaugesFn gauges;              /* set before threads start */
 	void *gauges_closure;
 	/* bodies and import lines the JSON pre-scan refused */
 	atomic_uint_fast64_t json_refusals;
@@ -130,12 +132,19 @@ api_metrics_compile_end(ApiCtx *a, int64_t duration_us)
 	}
 }
 
+void
+api_metrics_not_stored(ApiCtx *a)
+{
+	atomic_fetch_add_explicit(&a->metrics->not_stored, 1, memory_order_relaxed);
+}
+
 /* Everything both renderers print, read once. */
 typedef struct Snapshot {
 	ApiStats api;
 	CacheStats cache;
 	ApiServerGauges srv;
-	uint64_t misses, overruns, json_refusals;
+	ApiVerifyStats verify;
+	uint64_t misses, overruns, not_stored, json_refusals;
 	int64_t in_flight;
 } Snapshot;
 
@@ -146,10 +155,12 @@ snapshot(ApiCtx *a, Snapshot *s)
 	memset(s, 0, sizeof *s);
 	api_stats(a, &s->api);
 	cache_stats(a->cache, &s->cache);
+	api_verify_stats(a, &s->verify);
 	if (m->gauges)
 		m->gauges(m->gauges_closure, &s->srv);
 	s->misses = atomic_load_explicit(&m->misses, memory_order_relaxed);
 	s->overruns = atomic_load_explicit(&m->overruns, memory_order_relaxed);
+	s->not_stored = atomic_load_explicit(&m->not_stored, memory_order_relaxed);
 	s->in_flight = atomic_load_explicit(&m->in_flight, memory_order_relaxed);
 	s->json_refusals = atomic_load_explicit(&m->json_refusals, memory_order_relaxed);
 }
@@ -274,6 +285,12 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	prom_one(&b, "kcsd_compile_coalesced_total", "counter",
 	         "Compile requests answered by another request's compile (singleflight).",
 	         s.api.coalesced);
+	prom_one(&b, "kcsd_compile_parked_total", "counter",
+	         "Compile requests that waited for another's compile parked, holding no worker.",
+	         s.api.parked);
+	prom_one(&b, "kcsd_compile_parked", "gauge",
+	         "Compile requests parked on another's compile now.",
+	         (uint64_t)(s.api.parked_now > 0 ? s.api.parked_now : 0));
 	prom_one(&b, "kcsd_compile_overruns_total", "counter",
 	         "Compiles that took longer than compile_timeout_s.", s.overruns);
 	prom_one(&b, "kcsd_compiles_in_flight", "gauge", "Compiles running now.",
@@ -290,13 +307,31 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	prom_one(&b, "kcsd_cache_evictions_total", "counter",
 	         "Kernels evicted from the cache (LRU or DELETE).", s.cache.evictions);
 	prom_one(&b, "kcsd_cache_evicted_bytes_total", "counter",
-	         "Stored bytes of the kernels evicted.", s.cache.evicted_bytes);
+	         "Stored bytes of the kernels and workload records evicted.",
+	         s.cache.evicted_bytes);
+	prom_one(&b, "kcsd_cache_evicted_workloads_total", "counter",
+	         "Workload records evicted (neither a schedule nor a kernel left).",
+	         s.cache.evicted_workloads);
+	prom_one(&b, "kcsd_kernels_not_stored_total", "counter",
+	         "Kernels compiled and answered but not stored (store full or write failed).",
+	         s.not_stored);
+	prom_one(&b, "kcsd_cache_full_writes_total", "counter",
+	         "Writes refused because the map was full and eviction could not make room.",
+	         s.cache.full_refusals);
 	prom_one(&b, "kcsd_cache_bytes", "gauge", "Bytes of the LMDB map in use.",
 	         s.cache.bytes_used);
-	prom_one(&b, "kcsd_cache_map_bytes", "gauge", "Size of the LMDB map.", s.cache.map_bytes);
+	prom_one(&b, "kcsd_cache_map_bytes", "gauge",
+	         "Size of the LMDB map (cache_map_bytes): the data file never grows past it.",
+	         s.cache.map_bytes);
+	prom_one(&b, "kcsd_cache_file_bytes", "gauge",
+	         "Pages the data file holds (its high-water mark), in bytes.", s.cache.file_bytes);
 	prom_one(&b, "kcsd_cache_max_bytes", "gauge", "Cache size above which kernels are evicted.",
 	         s.cache.max_bytes);
 	prom_one(&b, "kcsd_cache_kernels", "gauge", "Kernels stored.", s.cache.entries);
+	prom_one(&b, "kcsd_cache_workloads", "gauge", "Workload records stored.",
+	         s.cache.workloads);
+	prom_one(&b, "kcsd_cache_schedules", "gauge", "Schedule records stored.",
+	         s.cache.schedules);
 	prom_one(&b, "kcsd_cache_artifacts", "gauge", "Artifact records stored.",
 	         s.cache.entries_artifacts);
 	prom_one(&b, "kcsd_cache_checksum_failures_total", "counter",
@@ -309,6 +344,20 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	prom_one(&b, "kcsd_workers", "gauge", "Worker threads.", (uint64_t)s.srv.workers);
 	prom_one(&b, "kcsd_workers_busy", "gauge", "Worker threads running a job.",
 	         (uint64_t)s.srv.workers_busy);
+
+	prom_one(&b, "kcsd_verifies_in_flight", "gauge",
+	         "POST /v1/verify requests holding a slot (inputs, runners, comparison).",
+	         (uint64_t)s.verify.running);
+	prom_one(&b, "kcsd_verifies_in_flight_max", "gauge",
+	         "The most verifies that held a slot at once since start.",
+	         (uint64_t)s.verify.running_max);
+	prom_one(&b, "kcsd_verifies_waiting", "gauge", "Verifies waiting for a slot.",
+	         (uint64_t)s.verify.waiting);
+	prom_one(&b, "kcsd_verify_slots", "gauge",
+	         "Verifies that may run at once (verify_concurrency).", (uint64_t)s.verify.slots);
+	prom_one(&b, "kcsd_verify_refusals_total", "counter",
+	         "Verifies answered 503: too many waiting, or no slot within verify_wait_s.",
+	         s.verify.refused);
 	api_reply_buf(resp, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 
@@ -377,14 +426,20 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	              "\"evictions\":%llu,"
 	              "\"bytes\":%llu,\"map_bytes\":%llu,\"artifacts\":%llu,"
 	              "\"checksum_failures\":%llu,\"evicted_bytes\":%llu,\"kernels\":%llu,"
-	              "\"max_bytes\":%llu},",
+	              "\"max_bytes\":%llu,\"file_bytes\":%llu,\"workloads\":%llu,"
+	              "\"schedules\":%llu,\"evicted_workloads\":%llu,\"not_stored\":%llu,"
+	              "\"full_writes\":%llu},",
 	              (unsigned long long)s.api.hits, (unsigned long long)s.api.fast_hits,
 	              (unsigned long long)s.misses, (unsigned long long)s.cache.evictions,
 	              (unsigned long long)s.cache.bytes_used, (unsigned long long)s.cache.map_bytes,
 	              (unsigned long long)s.cache.entries_artifacts,
 	              (unsigned long long)s.cache.checksum_failures,
 	              (unsigned long long)s.cache.evicted_bytes,
-	              (unsigned long long)s.cache.entries, (unsigned long long)s.cache.max_bytes);
+	              (unsigned long long)s.cache.entries, (unsigned long long)s.cache.max_bytes,
+	              (unsigned long long)s.cache.file_bytes, (unsigned long long)s.cache.workloads,
+	              (unsigned long long)s.cache.schedules,
+	              (unsigned long long)s.cache.evicted_workloads,
+	              (unsigned long long)s.not_stored, (unsigned long long)s.cache.full_refusals);
 	kc_buf_printf(&b,
 	              "\"limits\":{\"body_bytes_inflight\":%lld,\"body_bytes_budget\":%lld,"
 	              "\"body_budget_refusals\":%llu,\"json_refusals\":%llu,"
@@ -395,8 +450,13 @@ h_stats(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *resp)
 	              (unsigned long long)s.srv.connections_reaped);
 	kc_buf_printf(&b,
 	              "\"queue\":{\"depth\":%lld,\"capacity\":%lld,\"workers\":%lld,"
-	              "\"workers_busy\":%lld}}\n",
+	              "\"workers_busy\":%lld},",
 	              (long long)s.srv.queue_depth, (long long)s.srv.queue_capacity,
 	              (long long)s.srv.workers, (long long)s.srv.workers_busy);
+	kc_buf_printf(&b,
+	              "\"verify\":{\"in_flight\":%d,\"in_flight_max\":%d,\"waiting\":%d,"
+	              "\"slots\":%d,\"refusals\":%llu}}\n",
+	              s.verify.running, s.verify.running_max, s.verify.waiting, s.verify.slots,
+	              (unsigned long long)s.verify.refused);
 	api_reply_json_buf(resp, 200, &b);
 }

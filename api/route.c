@@ -51,11 +51,14 @@ api_new(const ApiConfig *cfg, Cache *cache)
 	a->tmpdir = cfg->tmpdir && *cfg->tmpdir ? kc_xstrdup(cfg->tmpdir) : NULL;
 	a->cfg.linker = a->linker;
 	a->cfg.tmpdir = a->tmpdir;
+	if (!a->cfg.max_canonical_bytes)
+		a->cfg.max_canonical_bytes = (size_t)1 << 20;
 	a->cache = cache;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	a->metrics = api_metrics_new();
 	a->memo = api_memo_new();
+	a->gate = api_verify_gate_new(&a->cfg);
 	atomic_init(&a->sched_gen, 0);
 	KcErr err = {0};
 	a->host_ok = kc_target_host(&a->host, &err) == KC_OK;
@@ -78,6 +81,7 @@ api_free(ApiCtx *a)
 	api_auth_free(a->auth);
 	api_keys_free(a->keys);
 	api_memo_free(a->memo);
+	api_verify_gate_free(a->gate);
 	free(a->linker);
 	free(a->tmpdir);
 	free(a);
@@ -197,6 +201,8 @@ api_handle(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *res
 		return;
 	}
 	routes[m->route].fn(a, m, req, resp);
+	if (req->parked && *req->parked)
+		return; /* resp belongs to the request's next run */
 	KC_ASSERT(resp->status != 0);
 	if (resp->json_refused)
 		api_metrics_json_refusal(a);

@@ -16,6 +16,16 @@
  * bfloat16 is upstream; integers and bools exactly; elements that hang on
  * a near-tie float comparison (kc_interp_ties) are counted apart.
  *
+ * Memory: a verify's arguments can be hundreds of MiB, so the daemon never
+ * holds them. The inputs are generated a window at a time straight into a
+ * shared mapping of the runner's --in file; the two runners' outputs are
+ * compared a chunk at a time with pread. What stays in the daemon is the
+ * compile reply and a few small buffers, whatever the kernel's size; the
+ * files live in tmpdir (on tmpfs, in memory outside the daemon). At most
+ * verify_concurrency verifies run at once (the gate below); a request
+ * that finds them all busy waits, bounded in number (verify_queue) and
+ * time (verify_wait_s), then answers 503 overloaded.
+ *
  * Test-only fault injection (--test-fault-injection 1): ?inject=crash or
  * ?inject=hang makes the runner raise SIGSEGV or spin instead of running
  * the kernel; ?inject=ref-crash does that to the reference run. Off by
@@ -24,11 +34,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -43,7 +55,13 @@ extern char **environ;
 #define VERIFY_DEFAULT_TIMEOUT_S 10
 #define VERIFY_DEFAULT_THREADS 2
 #define VERIFY_MAX_THREADS 64
-#define VERIFY_MAX_ARG_BYTES ((size_t)512 << 20) /* default: inputs + outputs, twice */
+#define VERIFY_MAX_ARG_BYTES ((size_t)256 << 20) /* default: inputs + outputs, twice */
+#define VERIFY_DEFAULT_CONCURRENCY 1
+#define VERIFY_DEFAULT_WAIT_S 30
+/* Bytes of an input mapped at once while it is generated, and elements of
+ * each output compared at once: the daemon's whole share of a verify. */
+#define VERIFY_WINDOW_BYTES ((size_t)4 << 20)
+#define VERIFY_CHUNK_ELEMS ((int64_t)1 << 16)
 
 /* What the runner did. */
 typedef enum RunOutcome { RUN_OK, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR, RUN_REFUSED } RunOutcome;
@@ -153,37 +171,111 @@ b64_decode(const char *s, size_t *len)
 }
 
 static bool
-write_all(const char *path, const void *p, size_t n, int mode)
+write_fd(int fd, const void *p, size_t n)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	const char *c = p;
-	if (fd < 0)
-		return false;
 	while (n > 0) {
 		ssize_t w = write(fd, c, n);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0) {
-			close(fd);
+		if (w <= 0)
 			return false;
-		}
 		c += w;
 		n -= (size_t)w;
 	}
-	return close(fd) == 0;
+	return true;
 }
 
-/* Reads exactly n bytes of path into p. */
 static bool
-read_exact_file(const char *path, void *p, size_t n)
+write_all(const char *path, const void *p, size_t n, int mode)
 {
-	FILE *f = fopen(path, "rbe");
-	bool ok;
-	if (!f)
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
 		return false;
-	ok = fread(p, 1, n, f) == n && fgetc(f) == EOF;
-	fclose(f);
-	return ok;
+	bool ok = write_fd(fd, p, n);
+	return close(fd) == 0 && ok;
+}
+
+/* Reads exactly n bytes at off. */
+static bool
+pread_all(int fd, void *p, size_t n, off_t off)
+{
+	char *c = p;
+	while (n > 0) {
+		ssize_t r = pread(fd, c, n, off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		c += r;
+		n -= (size_t)r;
+		off += r;
+	}
+	return true;
+}
+
+/* A runner's output file, open, if it is a regular file of exactly
+ * `size` bytes; -1 otherwise. */
+static int
+open_exact(const char *path, size_t size)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 &&
+	    (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* The runner's --in file ("KCSRUN1\0", the counts, the sizes, then the
+ * inputs' bytes). Each input is generated a window at a time straight
+ * into a shared mapping of the file: no copy of it lives in the daemon. */
+static bool
+write_inputs(const char *path, CompileCtx *c, const KcGraph *g, uint64_t seed, const Arg *ai,
+             int nargs, int nin)
+{
+	uint32_t hdr[2] = {(uint32_t)nargs, (uint32_t)nin};
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	KcBuf h = {0};
+	bool ok = false;
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return false;
+	kc_buf_append(&h, "KCSRUN1", 8);
+	kc_buf_append(&h, hdr, sizeof hdr);
+	for (int i = 0; i < nargs; i++) {
+		uint64_t sz = ai[i].bytes;
+		kc_buf_append(&h, &sz, sizeof sz);
+	}
+	size_t size = h.len;
+	for (int i = 0; i < nin; i++)
+		size += ai[i].bytes;
+	/* blocks reserved up front: a full disk is this error, not a SIGBUS
+	 * when a mapped page is first written */
+	if (!write_fd(fd, h.data, h.len) || posix_fallocate(fd, 0, (off_t)size) != 0)
+		goto done;
+	KcRandomInputs *r = kc_interp_random_begin(c, g, seed);
+	size_t off = h.len;
+	for (int i = 0; i < nin; off += ai[i].bytes, i++) {
+		int64_t per = (int64_t)(VERIFY_WINDOW_BYTES / (size_t)ai[i].esize);
+		for (int64_t e = 0; e < ai[i].numel; e += per) {
+			int64_t n = ai[i].numel - e < per ? ai[i].numel - e : per;
+			size_t at = off + (size_t)e * (size_t)ai[i].esize, lead = at % pg;
+			size_t len = lead + (size_t)n * (size_t)ai[i].esize;
+			void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+			               (off_t)(at - lead));
+			if (p == MAP_FAILED)
+				goto done;
+			kc_interp_random_next(r, i, n, (char *)p + lead);
+			munmap(p, len);
+		}
+	}
+	ok = true;
+done:
+	kc_buf_free(&h);
+	return close(fd) == 0 && ok;
 }
 
 /* The first line of a small file (the runner's stderr), sanitised. */
@@ -219,6 +311,133 @@ runner_path(const ApiCtx *a, char *out, size_t cap)
 		return false;
 	strcpy(slash, "/kcsd-runner");
 	return true;
+}
+
+/* ---- the gate: at most verify_concurrency verifies at once ----------------------- */
+
+/* A counting semaphore with a bounded, timed wait. Waiting happens on a
+ * worker thread (verify is a blocking route), so the bound on waiters is
+ * also a bound on the workers verifies can take from compiles. */
+struct VerifyGate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast when a slot frees */
+	int slots, queue, wait_s;
+	int running, running_max, waiting;
+	uint64_t refused;
+};
+
+VerifyGate *
+api_verify_gate_new(const ApiConfig *cfg)
+{
+	VerifyGate *g = kc_xcalloc(1, sizeof *g);
+	pthread_condattr_t ca;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	g->slots =
+	    cfg->verify_concurrency > 0 ? cfg->verify_concurrency : VERIFY_DEFAULT_CONCURRENCY;
+	g->queue = cfg->verify_queue > 0 ? cfg->verify_queue : 0;
+	g->wait_s = cfg->verify_wait_s > 0 ? cfg->verify_wait_s : VERIFY_DEFAULT_WAIT_S;
+	return g;
+}
+
+void
+api_verify_gate_free(VerifyGate *g)
+{
+	if (!g)
+		return;
+	KC_ASSERT(g->running == 0 && g->waiting == 0);
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
+void
+api_verify_stats(ApiCtx *a, ApiVerifyStats *st)
+{
+	VerifyGate *g = a->gate;
+	pthread_mutex_lock(&g->mu);
+	st->slots = g->slots;
+	st->running = g->running;
+	st->running_max = g->running_max;
+	st->waiting = g->waiting;
+	st->refused = g->refused;
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* Takes a slot, or fills *resp with 503 overloaded and returns false: at
+ * once when verify_queue requests already wait, else after verify_wait_s.
+ * Waiters are not served in order: whichever wakes first takes a freed
+ * slot; each gives up after its own verify_wait_s. */
+static bool
+gate_enter(ApiCtx *a, ApiResponse *resp)
+{
+	VerifyGate *g = a->gate;
+	char msg[200];
+	bool full = false, late = false;
+	pthread_mutex_lock(&g->mu);
+	if (g->running < g->slots) {
+		/* a free slot */
+	} else if (g->waiting >= g->queue) {
+		full = true;
+	} else {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_sec += g->wait_s;
+		g->waiting++;
+		while (g->running >= g->slots)
+			if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT &&
+			    g->running >= g->slots) {
+				late = true;
+				break;
+			}
+		g->waiting--;
+	}
+	if (full || late) {
+		g->refused++;
+		pthread_mutex_unlock(&g->mu);
+		if (full)
+			snprintf(msg, sizeof msg,
+			         "all %d verify slots are busy and %d more verifies wait (kcsd "
+			         "--verify-concurrency, --verify-queue); retry later",
+			         g->slots, g->queue);
+		else
+			snprintf(msg, sizeof msg,
+			         "no verify slot within %d s (kcsd --verify-wait-s); retry later",
+			         g->wait_s);
+		api_reply_error(resp, KC_OVERLOADED, "verify", msg);
+		/* a verify slot turns over in about a kernel run, not in a second */
+		snprintf(resp->header_value, sizeof resp->header_value, "%d",
+		         a->cfg.verify_timeout_s > 0 ? a->cfg.verify_timeout_s
+		                                     : VERIFY_DEFAULT_TIMEOUT_S);
+		return false;
+	}
+	if (++g->running > g->running_max)
+		g->running_max = g->running;
+	pthread_mutex_unlock(&g->mu);
+	return true;
+}
+
+static void
+gate_leave(ApiCtx *a)
+{
+	VerifyGate *g = a->gate;
+	pthread_mutex_lock(&g->mu);
+	KC_ASSERT(g->running > 0);
+	g->running--;
+	/* every waiter re-checks; one takes the slot, a timed-out one leaves */
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* The CPUs online: a runner with more threads only time-slices them. */
+static int
+cpus_online(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
 }
 
 /* ---- the runner process ------------------------------------------------------- */
@@ -421,6 +640,8 @@ inner_query(void *closure, const char *key)
 	const InnerQuery *q = closure;
 	if (strcmp(key, "target") == 0)
 		return q->target;
+	if (strcmp(key, "inject") == 0)
+		return NULL; /* verify's own: it hangs the runner, not the compile */
 	return api_query(q->outer, key);
 }
 
@@ -449,8 +670,65 @@ parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
+/* What comparing one output found; got and want are at first_bad. */
+typedef struct Cmp {
+	double maxa, maxr, got, want;
+	int64_t bad, first_bad, nties;
+} Cmp;
+
+/* Compares one output of x->numel elements a chunk at a time: the
+ * kernel's bytes at at[0] of fd[0], the reference's at at[1] of fd[1] and
+ * its tie bytes at at[2] of fd[1], read into buf[0..2]
+ * (VERIFY_CHUNK_ELEMS elements each). False if a read fails. */
+static bool
+compare_output(const int fd[2], const off_t at[3], const Arg *x, double tol,
+               unsigned char *const buf[3], Cmp *cm)
+{
+	bool fl = is_float_name(x->dtype);
+	memset(cm, 0, sizeof *cm);
+	cm->first_bad = -1;
+	for (int64_t e0 = 0; e0 < x->numel; e0 += VERIFY_CHUNK_ELEMS) {
+		int64_t n = x->numel - e0 < VERIFY_CHUNK_ELEMS ? x->numel - e0 : VERIFY_CHUNK_ELEMS;
+		size_t nb = (size_t)n * (size_t)x->esize;
+		off_t eo = (off_t)e0 * x->esize;
+		if (!pread_all(fd[0], buf[0], nb, at[0] + eo) ||
+		    !pread_all(fd[1], buf[1], nb, at[1] + eo) ||
+		    !pread_all(fd[1], buf[2], (size_t)n, at[2] + (off_t)e0))
+			return false;
+		for (int64_t k = 0; k < n; k++) {
+			double gv = elem(buf[0], k, x->dtype);
+			double rv = elem(buf[1], k, x->dtype);
+			bool same;
+			if (fl)
+				same = (isnan(gv) && isnan(rv)) || gv == rv ||
+				       fabs(gv - rv) <= tol + tol * fabs(rv);
+			else
+				same = memcmp(buf[0] + k * x->esize, buf[1] + k * x->esize,
+				              (size_t)x->esize) == 0;
+			if (!same && buf[2][k]) { /* a near-tie comparison upstream */
+				cm->nties++;
+				continue;
+			}
+			if (!(isnan(gv) && isnan(rv)) && gv != rv) {
+				double ad = fabs(gv - rv);
+				if (!(ad <= cm->maxa))
+					cm->maxa = ad;
+				if (rv != 0 && !(ad / fabs(rv) <= cm->maxr))
+					cm->maxr = ad / fabs(rv);
+			}
+			if (!same && cm->bad++ == 0) {
+				cm->first_bad = e0 + k;
+				cm->got = gv;
+				cm->want = rv;
+			}
+		}
+	}
+	return true;
+}
+
 /* Body: a composite JSON document; query: target=NAME (default cpu),
- * seed=N, threads=N (0: rt == NULL), inject=crash|hang (test-only). */
+ * seed=N, threads=N (0: rt == NULL; at most the CPUs online),
+ * inject=crash|hang (test-only). */
 void
 h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
@@ -464,8 +742,9 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	unsigned char *obj = NULL;
 	size_t obj_len = 0;
 	Arg *ai = NULL;
-	void **kargs = NULL, **rargs = NULL;
-	uint8_t **ties = NULL;
+	unsigned char *cbuf[3] = {NULL, NULL, NULL};
+	int ofd[2] = {-1, -1};
+	bool slot = false;
 	char dir[512] = "", so[600], in[600], out[600], errp[600], runner[4096];
 	char gpath[600], rpath[600];
 	char tbuf[1024], detail[400] = "";
@@ -473,7 +752,7 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	const char *inject = api_query(req, "inject");
 	const char *sq = api_query(req, "seed"), *thq = api_query(req, "threads");
 	int nargs = 0, nin = 0;
-	KcBuf rb = {0}, inbuf = {0};
+	KcBuf rb = {0}, outs = {0};
 
 	if (inject && !a->cfg.test_fault_injection) {
 		api_reply_error(resp, KC_BAD_REQUEST, "?inject",
@@ -494,6 +773,10 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 		api_reply_error(resp, KC_BAD_REQUEST, "?threads", "threads must be 0..64");
 		return;
 	}
+	/* more threads than CPUs only buy RLIMIT_CPU seconds; the reply's
+	 * "threads" says what ran */
+	if (threads > (uint64_t)cpus_online())
+		threads = (uint64_t)cpus_online();
 	const char *tq = api_query_target(req, tbuf, sizeof tbuf);
 	if (kc_target_resolve(tq ? tq : "cpu", &tgt, &err) != KC_OK) {
 		if (!err.where[0])
@@ -514,6 +797,9 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	ApiRequest creq = *req;
 	creq.query = inner_query;
 	creq.query_closure = &iq;
+	creq.parked = NULL; /* wait in place: verify goes on after the compile */
+	creq.wake = NULL;
+	creq.wake_closure = NULL;
 	h_compile(a, m, &creq, &cresp);
 	if (cresp.status != 200) {
 		*resp = cresp;
@@ -538,8 +824,6 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	}
 	nargs = kc_graph_nargs(g);
 	ai = kc_xcalloc((size_t)nargs + 1, sizeof *ai);
-	kargs = kc_xcalloc((size_t)nargs + 1, sizeof *kargs);
-	rargs = kc_xcalloc((size_t)nargs + 1, sizeof *rargs);
 	size_t total = 0;
 	size_t max_arg = a->cfg.verify_max_bytes ? a->cfg.verify_max_bytes : VERIFY_MAX_ARG_BYTES;
 	for (int i = 0; i < nargs; i++) {
@@ -565,11 +849,15 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 			goto done;
 		}
 	}
-	for (int i = 0; i < nargs; i++) {
-		kargs[i] = kc_xmalloc(ai[i].bytes ? ai[i].bytes : 1);
-		rargs[i] = i < nin ? kargs[i] : kc_xcalloc(1, ai[i].bytes ? ai[i].bytes : 1);
+	if (!runner_path(a, runner, sizeof runner)) {
+		api_reply_error(resp, KC_INTERNAL, "verify", "cannot locate kcsd-runner");
+		goto done;
 	}
-	kc_interp_random_inputs(c, g, seed, kargs);
+
+	/* everything above is the compile's; the scratch files and runners are the
+	 * gate's */
+	if (!(slot = gate_enter(a, resp)))
+		goto done;
 
 	/* files for the runner */
 	const char *tmp = a->cfg.tmpdir && *a->cfg.tmpdir ? a->cfg.tmpdir : getenv("TMPDIR");
@@ -587,25 +875,13 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	snprintf(errp, sizeof errp, "%s/err.txt", dir);
 	snprintf(gpath, sizeof gpath, "%s/graph.json", dir);
 	snprintf(rpath, sizeof rpath, "%s/ref.bin", dir);
-	uint32_t hdr[2] = {(uint32_t)nargs, (uint32_t)nin};
-	kc_buf_append(&inbuf, "KCSRUN1", 8);
-	kc_buf_append(&inbuf, hdr, sizeof hdr);
-	for (int i = 0; i < nargs; i++) {
-		uint64_t sz = ai[i].bytes;
-		kc_buf_append(&inbuf, &sz, sizeof sz);
-	}
-	for (int i = 0; i < nin; i++)
-		kc_buf_append(&inbuf, kargs[i], ai[i].bytes);
-	if (!write_all(so, obj, obj_len, 0700) || !write_all(in, inbuf.data, inbuf.len, 0600) ||
+	if (!write_all(so, obj, obj_len, 0700) || !write_inputs(in, c, g, seed, ai, nargs, nin) ||
 	    !write_all(gpath, req->body ? req->body : "", req->body_len, 0600)) {
 		api_reply_error(resp, KC_INTERNAL, "verify", "cannot write scratch files");
 		goto done;
 	}
-	kc_buf_free(&inbuf);
-	if (!runner_path(a, runner, sizeof runner)) {
-		api_reply_error(resp, KC_INTERNAL, "verify", "cannot locate kcsd-runner");
-		goto done;
-	}
+	free(obj);
+	obj = NULL;
 
 	RunSpec rs = {
 	    .runner = runner,
@@ -630,24 +906,17 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	}
 	bool ok = ro == RUN_OK;
 	const char *failure = ro == RUN_CRASHED ? "crashed" : ro == RUN_TIMEOUT ? "timeout" : NULL;
-	KcBuf outs = {0};
 	if (ok) {
-		size_t obytes = 0;
-		for (int i = nin; i < nargs; i++)
+		size_t obytes = 0, rbytes = 0;
+		for (int i = nin; i < nargs; i++) {
 			obytes += ai[i].bytes;
-		unsigned char *ob = kc_xmalloc(obytes ? obytes : 1);
-		if (!read_exact_file(out, ob, obytes)) {
-			free(ob);
+			rbytes += ai[i].bytes + (size_t)ai[i].numel;
+		}
+		if ((ofd[0] = open_exact(out, obytes)) < 0) {
 			api_reply_error(resp, KC_INTERNAL, "verify",
 			                "the runner's output is incomplete");
 			goto done;
 		}
-		for (size_t off = 0, i = (size_t)nin; i < (size_t)nargs; off += ai[i].bytes, i++)
-			memcpy(kargs[i], ob + off, ai[i].bytes);
-		free(ob);
-		ties = kc_xcalloc((size_t)(nargs - nin) + 1, sizeof *ties);
-		for (int i = nin; i < nargs; i++)
-			ties[i - nin] = kc_xmalloc((size_t)ai[i].numel + 1);
 		/* the reference: a second runner, same inputs, same limits */
 		char lims[128];
 		const KcLimits *lm = &a->cfg.limits;
@@ -681,57 +950,33 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 			goto done;
 		}
 		detail[0] = 0;
-		size_t rbytes = 0;
-		for (int i = nin; i < nargs; i++)
-			rbytes += ai[i].bytes + (size_t)ai[i].numel;
-		unsigned char *rb2 = kc_xmalloc(rbytes ? rbytes : 1);
-		if (!read_exact_file(rpath, rb2, rbytes)) {
-			free(rb2);
+		if ((ofd[1] = open_exact(rpath, rbytes)) < 0) {
 			api_reply_error(resp, KC_INTERNAL, "verify",
 			                "the reference runner's output is incomplete");
 			goto done;
 		}
-		size_t off = 0;
-		for (int i = nin; i < nargs; off += ai[i].bytes, i++)
-			memcpy(rargs[i], rb2 + off, ai[i].bytes);
-		for (int i = nin; i < nargs; off += (size_t)ai[i].numel, i++)
-			memcpy(ties[i - nin], rb2 + off, (size_t)ai[i].numel);
-		free(rb2);
+		cbuf[0] = kc_xmalloc((size_t)VERIFY_CHUNK_ELEMS * 8);
+		cbuf[1] = kc_xmalloc((size_t)VERIFY_CHUNK_ELEMS * 8);
+		cbuf[2] = kc_xmalloc((size_t)VERIFY_CHUNK_ELEMS);
+		/* both files hold the outputs back to back; ref.bin then the tie
+		 * bytes, one per output element */
+		off_t at[3] = {0, 0, (off_t)obytes};
 		kc_buf_putc(&outs, '[');
 		for (int i = nin; i < nargs; i++) {
 			KcArgInfo x;
+			Cmp cm;
 			kc_graph_arg(g, i, &x);
 			bool fl = is_float_name(ai[i].dtype);
 			double tol = kc_interp_half_upstream(c, g, i - nin) ? 1e-2 : 1e-4;
-			double maxa = 0, maxr = 0;
-			int64_t bad = 0, first_bad = -1, nties = 0;
-			for (int64_t e = 0; e < ai[i].numel; e++) {
-				double gv = elem(kargs[i], e, ai[i].dtype);
-				double rv = elem(rargs[i], e, ai[i].dtype);
-				bool same;
-				if (fl)
-					same = (isnan(gv) && isnan(rv)) || gv == rv ||
-					       fabs(gv - rv) <= tol + tol * fabs(rv);
-				else
-					same = memcmp((char *)kargs[i] + e * ai[i].esize,
-					              (char *)rargs[i] + e * ai[i].esize,
-					              (size_t)ai[i].esize) == 0;
-				if (!same &&
-				    ties[i - nin][e]) { /* a near-tie comparison upstream */
-					nties++;
-					continue;
-				}
-				if (!(isnan(gv) && isnan(rv)) && gv != rv) {
-					double ad = fabs(gv - rv);
-					if (!(ad <= maxa))
-						maxa = ad;
-					if (rv != 0 && !(ad / fabs(rv) <= maxr))
-						maxr = ad / fabs(rv);
-				}
-				if (!same && bad++ == 0)
-					first_bad = e;
+			if (!compare_output(ofd, at, &ai[i], tol, cbuf, &cm)) {
+				api_reply_error(resp, KC_INTERNAL, "verify",
+				                "cannot read the runners' outputs");
+				goto done;
 			}
-			if (bad)
+			at[0] += (off_t)ai[i].bytes;
+			at[1] += (off_t)ai[i].bytes;
+			at[2] += (off_t)ai[i].numel;
+			if (cm.bad)
 				ok = false;
 			kc_buf_printf(&outs, "%s{\"index\":%d,\"tensor_name\":", i > nin ? "," : "",
 			              i);
@@ -739,18 +984,18 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 			kc_buf_puts(&outs, ",\"dtype\":");
 			api_json_str(&outs, ai[i].dtype);
 			kc_buf_puts(&outs, ",\"max_abs_err\":");
-			put_num(&outs, maxa);
+			put_num(&outs, cm.maxa);
 			kc_buf_puts(&outs, ",\"max_rel_err\":");
-			put_num(&outs, maxr);
+			put_num(&outs, cm.maxr);
 			kc_buf_printf(&outs, ",\"tolerance\":%g,\"mismatches\":%lld,\"ties\":%lld",
-			              fl ? tol : 0.0, (long long)bad, (long long)nties);
-			if (bad) {
+			              fl ? tol : 0.0, (long long)cm.bad, (long long)cm.nties);
+			if (cm.bad) {
 				kc_buf_printf(&outs,
 				              ",\"first_mismatch\":{\"element\":%lld,\"got\":",
-				              (long long)first_bad);
-				put_num(&outs, elem(kargs[i], first_bad, ai[i].dtype));
+				              (long long)cm.first_bad);
+				put_num(&outs, cm.got);
 				kc_buf_puts(&outs, ",\"want\":");
-				put_num(&outs, elem(rargs[i], first_bad, ai[i].dtype));
+				put_num(&outs, cm.want);
 				kc_buf_putc(&outs, '}');
 			}
 			kc_buf_putc(&outs, '}');
@@ -774,7 +1019,6 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	}
 	kc_buf_puts(&rb, ",\"outputs\":");
 	kc_buf_append(&rb, outs.data, outs.len);
-	kc_buf_free(&outs);
 	kc_buf_printf(&rb, ",\"kernel_id\":\"%s\",\"target\":", jkid->valuestring);
 	api_json_str(&rb, tgt.name);
 	kc_buf_printf(&rb,
@@ -785,6 +1029,9 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	api_reply_json_buf(resp, 200, &rb);
 
 done:
+	for (int i = 0; i < 2; i++)
+		if (ofd[i] >= 0)
+			close(ofd[i]);
 	if (dir[0]) {
 		unlink(so);
 		unlink(in);
@@ -794,19 +1041,13 @@ done:
 		unlink(rpath);
 		rmdir(dir);
 	}
-	for (int i = 0; i < nargs && kargs; i++) {
-		free(kargs[i]);
-		if (i >= nin && rargs)
-			free(rargs[i]);
-	}
-	for (int i = 0; ties && i < nargs - nin; i++)
-		free(ties[i]);
-	free(ties);
-	free(kargs);
-	free(rargs);
+	if (slot)
+		gate_leave(a);
+	for (int i = 0; i < 3; i++)
+		free(cbuf[i]);
 	free(ai);
 	kc_buf_free(&rb);
-	kc_buf_free(&inbuf);
+	kc_buf_free(&outs);
 	free(obj);
 	cJSON_Delete(meta);
 	api_response_free(&cresp);

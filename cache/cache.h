@@ -1,7 +1,8 @@
 /* cache.h - kcsd's persistent store: one LMDB environment in the state dir.
  *
  * Named databases (plain key -> value, no DUPSORT):
- *   meta       "format" -> store format version; "created" -> time
+ *   meta       "format" -> store format version; "created" -> time;
+ *              "evicted" -> end of the last eviction run (u64 us, LE)
  *   workloads  workload_key(32)                  -> canonical graph JSON
  *   schedules  workload_key(32) + sha256(target name)(32) -> kcs-schedule-v1 record JSON
  *   kindex     workload_key(32) + sha256(target name)(32) -> kernel_id(32) last compiled
@@ -23,13 +24,17 @@
  * Size: LRU eviction keeps the pages in use under max_bytes. Hits are
  * noted in memory and written to `atime` in one small transaction every
  * touch_flush_ms (or every 1024 touches) by a background thread, which
- * also evicts least-recently-used kernels (all parts, kref, atime and the
- * kindex entry pointing at them, at most 64 kernels per transaction) once
- * the pages in use pass high_water_pct of max_bytes, down to
- * low_water_pct. Workloads and schedules are never evicted. Every
- * transaction holds a gate shared; MDB_MAP_FULL on a write evicts (when at
- * max_bytes) or grows the map with the gate held exclusively, once for any
- * number of writers that failed on the same map size, then retries once.
+ * also evicts once the pages in use pass high_water_pct of max_bytes, down
+ * to low_water_pct: first workload records nothing refers to any more (no
+ * schedule, no kernel), then least-recently-used kernels (all parts, kref,
+ * atime and the kindex entry pointing at them, at most 64 kernels per
+ * transaction), each with its workload record in the same transaction
+ * once the workload has neither a schedule nor a kernel left. Schedules,
+ * and the workloads they tune, are never evicted. The file never grows
+ * past map_bytes: MDB_MAP_FULL on a write evicts and retries once, and a
+ * write that still does not fit fails (KC_CACHE, "full"); a small part of
+ * the map is kept back so that eviction's own deletes can run on a full
+ * store (cache/internal.h).
  *
  * Damage: cache_open checks the file in a child process first (file size
  * against the meta page, a walk of every database). A file that fails is
@@ -44,7 +49,8 @@
 typedef struct Cache Cache; /* opaque */
 
 typedef struct CacheOptions {
-	size_t map_bytes;        /* LMDB map size (default 64 GiB; sparse) */
+	size_t map_bytes;        /* LMDB map size, the most the file may grow to
+	                          * (default 64 GiB; sparse) */
 	size_t max_object_bytes; /* largest artifact part accepted (default 64 MiB) */
 	bool no_meta_sync;       /* MDB_NOMETASYNC (see docs/durability) */
 	size_t max_bytes;        /* eviction ceiling for pages in use (default
@@ -85,11 +91,15 @@ typedef struct CacheStats {
 	uint64_t checksum_failures; /* values refused since open */
 	uint64_t entries_artifacts; /* current number of artifact records */
 	uint64_t bytes_used;        /* pages in use (every database) * page size */
-	uint64_t map_bytes;         /* current map size */
+	uint64_t map_bytes;         /* the map size configured: the file's ceiling */
 	uint64_t evictions;         /* kernels evicted since open (LRU or delete) */
-	uint64_t evicted_bytes;     /* stored bytes of the parts evicted since open */
-	uint64_t map_growths;       /* map size increases since open */
+	uint64_t evicted_bytes;     /* stored bytes of the parts and workloads evicted */
+	uint64_t evicted_workloads; /* workload records evicted since open */
+	uint64_t map_growths;       /* deletes that had to run in the reserve */
+	uint64_t full_refusals;     /* writes refused since open: the map was full */
 	uint64_t entries;           /* kernels stored (records in atime) */
+	uint64_t workloads;         /* workload records stored */
+	uint64_t schedules;         /* schedule records stored */
 	uint64_t max_bytes;         /* the eviction ceiling */
 	uint64_t file_bytes;        /* high-water mark of the data file */
 } CacheStats;
@@ -97,7 +107,8 @@ typedef struct CacheStats {
 /* What one eviction run did. */
 typedef struct CacheEvictReport {
 	uint64_t kernels;      /* kernels evicted */
-	uint64_t bytes_freed;  /* stored bytes of their parts */
+	uint64_t workloads;    /* workload records evicted (no schedule, no kernel left) */
+	uint64_t bytes_freed;  /* stored bytes of those parts and workload records */
 	uint64_t bytes_before; /* pages in use before and after, * page size */
 	uint64_t bytes_after;
 	uint64_t target_bytes; /* what it evicted down to */
@@ -173,7 +184,9 @@ KcStatus cache_peek_digests(Cache *c, const KcDigest *kernel_id, const CachePart
 KcStatus cache_put_part(Cache *c, const KcDigest *kernel_id, CachePart part, const void *data,
                         size_t len, KcErr *err);
 
-/* The canonical graph of a workload. KC_NOT_FOUND if unknown. */
+/* The canonical graph of a workload. KC_NOT_FOUND if unknown. A workload
+ * stored alone is evicted by the next eviction run unless a schedule or a
+ * kernel refers to it by then. */
 KcStatus cache_get_workload(Cache *c, const KcDigest *workload_key, KcBuf *out, KcErr *err);
 KcStatus cache_put_workload(Cache *c, const KcDigest *workload_key, const char *canonical,
                             size_t len, KcErr *err);
@@ -185,7 +198,10 @@ KcStatus cache_get_index(Cache *c, const KcDigest *workload_key, const char *tar
 /* Tuned schedule records, one per (workload, target); put replaces. The
  * record is JSON text, validated by the caller. cache_put_schedule returns
  * only after the commit is on disk (mdb_env_sync), so an acknowledged
- * record survives an OS crash too. */
+ * record survives an OS crash too; it stores nothing and returns
+ * KC_NOT_FOUND when the workload record is not stored (never stored, or
+ * evicted since the caller looked), so a schedule always has its
+ * workload. */
 KcStatus cache_put_schedule(Cache *c, const KcDigest *workload_key, const char *target,
                             const char *record, size_t len, KcErr *err);
 KcStatus cache_get_schedule(Cache *c, const KcDigest *workload_key, const char *target, KcBuf *out,
@@ -209,13 +225,30 @@ KcStatus cache_scan_schedules(Cache *c, CacheScanPos *pos, size_t max_records, C
                               void *arg, KcErr *err);
 
 /* Deletes a kernel: every part, its access stamp, and the kindex entry if
- * it still points at it. KC_NOT_FOUND if it has no part. */
+ * it still points at it. KC_NOT_FOUND if it has no part. Its workload
+ * record stays (the next eviction removes it if nothing refers to it). */
 KcStatus cache_delete_kernel(Cache *c, const KcDigest *kernel_id, KcErr *err);
 
-/* Evicts least-recently-used kernels until the pages in use are at most
- * target_bytes (0: low_water_pct of max_bytes) or no kernel is left.
- * Flushes pending access stamps first. Fills *out (may be NULL). */
+/* Evicts, when the pages in use are over target_bytes (0: low_water_pct
+ * of max_bytes): the workload records with neither a schedule nor a
+ * kernel, then least-recently-used kernels (and the workloads they leave
+ * with neither) until the pages in use are at most target_bytes or no
+ * kernel is left. Flushes pending access stamps first. Fills *out (may be
+ * NULL). */
 KcStatus cache_evict(Cache *c, uint64_t target_bytes, CacheEvictReport *out, KcErr *err);
+
+/* What cache_audit found: the store's references, checked in one read
+ * transaction. A consistent store has every field after `kernels` 0. */
+typedef struct CacheAudit {
+	uint64_t workloads, schedules, kernels;
+	uint64_t unreferenced_workloads; /* neither a schedule nor a kernel */
+	uint64_t kernels_without_workload;
+	uint64_t schedules_without_workload;
+} CacheAudit;
+
+/* Walks every workload, schedule and kernel (tests and tools; it reads
+ * the whole store). */
+KcStatus cache_audit(Cache *c, CacheAudit *out, KcErr *err);
 
 /* Writes the access stamps noted since the last flush (one transaction). */
 KcStatus cache_flush_touches(Cache *c, KcErr *err);

@@ -12,6 +12,10 @@
  * data.mdb.damaged-<UTC time> (never deleted) and kcsd starts empty. A
  * damaged *value* that passes this check is caught by its checksum on read.
  * The child ends with _exit(): it is not the daemon.
+ *
+ * cache_audit, at the end, checks what the walk does not: the references
+ * between the databases (every kernel and schedule has its workload, every
+ * workload has a schedule or a kernel).
  */
 #include <errno.h>
 #include <signal.h>
@@ -349,5 +353,112 @@ check_at_start(const char *dir, const char *path, KcErr *err)
 		return kc_fail(err, KC_CACHE, "cache",
 		               "%s is damaged (%s) and cannot be moved aside; not starting", path,
 		               why);
+	return KC_OK;
+}
+
+/* ---- the reference audit (cache_audit) -------------------------------------- */
+
+static int
+key_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 32);
+}
+
+/* The workload keys kref names, sorted (duplicates kept). */
+static int
+kref_workloads(Cache *c, MDB_txn *txn, KcDigest **out, size_t *n)
+{
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	int rc = mdb_cursor_open(txn, c->kref, &cur);
+	for (rc = rc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : rc;
+	     rc == MDB_SUCCESS; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (!frame_ok(&v) || v.mv_size != FRAME_HDR + 64)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 64;
+			*out = kc_xrealloc(*out, cap * sizeof **out);
+		}
+		memcpy((*out)[(*n)++].b, (const unsigned char *)v.mv_data + FRAME_HDR, 32);
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	if (*n > 1)
+		qsort(*out, *n, sizeof **out, key_cmp);
+	return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
+}
+
+/* True if the workload record `wk` is stored and passes its checksum. */
+static bool
+workload_stored(Cache *c, MDB_txn *txn, const unsigned char *wk)
+{
+	MDB_val k = {32, (void *)wk}, v;
+	return mdb_get(txn, c->workloads, &k, &v) == MDB_SUCCESS && frame_ok(&v);
+}
+
+KcStatus
+cache_audit(Cache *c, CacheAudit *out, KcErr *err)
+{
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	KcDigest *refs = NULL, last = {{0}};
+	size_t nrefs = 0;
+	bool have_last = false;
+	memset(out, 0, sizeof *out);
+	int rc = txn_begin(c, MDB_RDONLY, &txn);
+	if (rc == MDB_SUCCESS)
+		rc = kref_workloads(c, txn, &refs, &nrefs);
+	/* kernels: distinct ids of artifacts, each with a kref to a stored workload */
+	if (rc == MDB_SUCCESS)
+		rc = mdb_cursor_open(txn, c->artifacts, &cur);
+	for (rc = rc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : rc;
+	     rc == MDB_SUCCESS; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 33 || (have_last && memcmp(last.b, k.mv_data, 32) == 0))
+			continue;
+		memcpy(last.b, k.mv_data, 32);
+		have_last = true;
+		out->kernels++;
+		MDB_val rk = {32, last.b}, rv;
+		if (mdb_get(txn, c->kref, &rk, &rv) != MDB_SUCCESS || !frame_ok(&rv) ||
+		    rv.mv_size != FRAME_HDR + 64 ||
+		    !workload_stored(c, txn, (const unsigned char *)rv.mv_data + FRAME_HDR))
+			out->kernels_without_workload++;
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	cur = NULL;
+	if (rc == MDB_NOTFOUND)
+		rc = mdb_cursor_open(txn, c->schedules, &cur);
+	for (rc = rc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : rc;
+	     rc == MDB_SUCCESS; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		out->schedules++;
+		if (k.mv_size != 64 || !workload_stored(c, txn, k.mv_data))
+			out->schedules_without_workload++;
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	cur = NULL;
+	if (rc == MDB_NOTFOUND)
+		rc = mdb_cursor_open(txn, c->workloads, &cur);
+	for (rc = rc == MDB_SUCCESS ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : rc;
+	     rc == MDB_SUCCESS; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		out->workloads++;
+		if (k.mv_size != 32)
+			continue;
+		bool kernel = nrefs && bsearch(k.mv_data, refs, nrefs, sizeof *refs, key_cmp);
+		if (!kernel && !has_prefix(txn, c->schedules, k.mv_data) &&
+		    !has_prefix(txn, c->kindex, k.mv_data))
+			out->unreferenced_workloads++;
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	txn_abort(c, txn);
+	free(refs);
+	if (rc != MDB_NOTFOUND && rc != MDB_SUCCESS)
+		return lmdb_fail(c, err, rc, "auditing the store");
 	return KC_OK;
 }

@@ -8,7 +8,20 @@
  * by stamp (no stamp: oldest), and deletes the oldest in write
  * transactions of at most EVICT_BATCH kernels with a short pause between
  * them, until the pages in use are under the target. A kernel touched
- * since the scan is skipped. Workloads and schedules are never touched.
+ * since the scan is skipped.
+ *
+ * Workload records: the scan also reads each kernel's kref, which names
+ * its workload, and counts the kernels per workload. A workload record is
+ * evicted when none of the scanned kernels is left on it and, looked up
+ * in the deleting transaction itself, it has no schedule and no kindex
+ * entry: before the kernel batches for the workloads no kernel refers to
+ * (left by a DELETE, or by an older kcsd), and in the batch that deletes
+ * its last kernel otherwise. That is enough because a kernel stored after
+ * the scan always comes with a kindex entry of its workload, and kindex
+ * entries are removed only with a kernel, under evict_mu (this run, or
+ * cache_delete_kernel, which waits for it). A kernel whose kref is
+ * missing or refused has an unknown workload: while one is left, no
+ * workload record is evicted. Schedules are never evicted.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +32,32 @@
 #define EVICT_BATCH 64
 #define SCAN_BATCH 4096
 
-/* A kernel that may be evicted. */
+/* A kernel that may be evicted. `wl` indexes Run.refs, -1 when its
+ * workload is unknown (kref missing or refused). */
 typedef struct Cand {
 	KcDigest id;
+	KcDigest wk; /* its workload, during the scan */
 	uint64_t at_us;
 	uint64_t bytes;
+	long wl;
+	bool gone; /* deleted (or found gone) by the transaction being written */
 } Cand;
+
+/* A workload the scanned kernels refer to, and how many of them still do. */
+typedef struct WlRef {
+	KcDigest key;
+	uint64_t kernels;
+	uint64_t pending; /* of them, deleted by the transaction being written */
+} WlRef;
+
+/* One eviction run's view of the store. */
+typedef struct Run {
+	Cand *cands;
+	size_t n;
+	WlRef *refs;
+	size_t nrefs;
+	size_t unknown; /* kernels left whose workload is unknown */
+} Run;
 
 uint64_t
 wall_us(void)
@@ -166,7 +199,7 @@ cache_flush_touches(Cache *c, KcErr *err)
 	pthread_mutex_unlock(&c->tmu);
 	if (f.n == 0)
 		return KC_OK;
-	KcStatus st = write_txn(c, flush_fn, &f, WRITE_NO_EVICT, "writing access stamps", err);
+	KcStatus st = write_txn(c, flush_fn, &f, 0, WRITE_NO_EVICT, "writing access stamps", err);
 	free(f.slots);
 	return st;
 }
@@ -241,7 +274,11 @@ KcStatus
 cache_delete_kernel(Cache *c, const KcDigest *kernel_id, KcErr *err)
 {
 	DelOne d = {kernel_id, 0};
-	KcStatus st = write_txn(c, delete_one_fn, &d, WRITE_NO_EVICT, "deleting a kernel", err);
+	/* under evict_mu: a run's view of the kindex must stay valid (above) */
+	pthread_mutex_lock(&c->evict_mu);
+	KcStatus st = write_txn(c, delete_one_fn, &d, 0, WRITE_NO_EVICT | WRITE_RESERVE,
+	                        "deleting a kernel", err);
+	pthread_mutex_unlock(&c->evict_mu);
 	if (st == KC_OK) {
 		atomic_fetch_add(&c->evictions, 1);
 		atomic_fetch_add(&c->evicted_bytes, d.bytes);
@@ -249,34 +286,82 @@ cache_delete_kernel(Cache *c, const KcDigest *kernel_id, KcErr *err)
 	return st;
 }
 
-/* Arguments of delete_batch_fn. */
+/* Deletes the workload record `wk` inside txn unless a schedule or a
+ * kindex entry still refers to it (the caller knows no other kernel
+ * does); counts it and its stored bytes. */
+static int
+drop_workload(Cache *c, MDB_txn *txn, const KcDigest *wk, uint64_t *count, uint64_t *bytes)
+{
+	MDB_val k = {32, (void *)wk->b}, v;
+	if (has_prefix(txn, c->schedules, wk->b) || has_prefix(txn, c->kindex, wk->b))
+		return MDB_SUCCESS;
+	int rc = mdb_get(txn, c->workloads, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return MDB_SUCCESS;
+	if (rc == MDB_SUCCESS) {
+		*bytes += v.mv_size;
+		rc = mdb_del(txn, c->workloads, &k, NULL);
+	}
+	if (rc == MDB_SUCCESS)
+		++*count;
+	return rc;
+}
+
+/* Arguments of delete_batch_fn: run->cands[from .. from+n-1]. */
 typedef struct DelBatch {
-	const Cand *cands;
-	size_t n;
-	uint64_t kernels, bytes;
+	Run *run;
+	size_t from, n;
+	uint64_t kernels, workloads, bytes;
 } DelBatch;
 
 static int
 delete_batch_fn(Cache *c, MDB_txn *txn, void *arg)
 {
 	DelBatch *d = arg;
+	Run *run = d->run;
 	int rc = MDB_SUCCESS;
-	d->kernels = d->bytes = 0;
-	for (size_t i = 0; i < d->n; i++) {
-		const Cand *k = &d->cands[i];
+	d->kernels = d->workloads = d->bytes = 0;
+	for (size_t i = d->from; i < d->from + d->n; i++) {
+		run->cands[i].gone = false;
+		if (run->cands[i].wl >= 0)
+			run->refs[run->cands[i].wl].pending = 0;
+	}
+	for (size_t i = d->from; i < d->from + d->n && rc == MDB_SUCCESS; i++) {
+		Cand *k = &run->cands[i];
 		/* touched since the scan: keep it */
 		if (stamp_get(c, txn, &k->id) > k->at_us || touched_at(c, &k->id) > k->at_us)
 			continue;
 		rc = delete_in(c, txn, &k->id, &d->bytes);
-		if (rc == MDB_NOTFOUND) {
-			rc = MDB_SUCCESS;
-			continue;
-		}
-		if (rc != MDB_SUCCESS)
+		if (rc == MDB_SUCCESS)
+			d->kernels++;
+		else if (rc == MDB_NOTFOUND)
+			rc = MDB_SUCCESS; /* deleted since the scan: gone all the same */
+		else
 			break;
-		d->kernels++;
+		k->gone = true;
+		if (k->wl < 0)
+			continue;
+		WlRef *w = &run->refs[k->wl];
+		if (++w->pending == w->kernels && run->unknown == 0)
+			rc = drop_workload(c, txn, &w->key, &d->workloads, &d->bytes);
 	}
 	return rc;
+}
+
+/* After delete_batch_fn committed: what it deleted is gone for good. */
+static void
+batch_landed(Run *run, const DelBatch *d)
+{
+	for (size_t i = d->from; i < d->from + d->n; i++) {
+		Cand *k = &run->cands[i];
+		if (k->wl >= 0) {
+			WlRef *w = &run->refs[k->wl];
+			w->kernels -= w->pending;
+			w->pending = 0;
+		} else if (k->gone) {
+			run->unknown--;
+		}
+	}
 }
 
 static int
@@ -288,16 +373,79 @@ cand_cmp(const void *a, const void *b)
 	return memcmp(x->id.b, y->id.b, 32);
 }
 
-/* Appends every stored kernel to *cands (one short read transaction per
- * SCAN_BATCH kernels). */
+static int
+ref_cmp(const void *a, const void *b)
+{
+	return memcmp(((const WlRef *)a)->key.b, ((const WlRef *)b)->key.b, 32);
+}
+
+/* The kernels still counted on workload `wk` (0 if none was scanned). */
+static uint64_t
+ref_kernels(const Run *run, const unsigned char wk[32])
+{
+	WlRef key;
+	memcpy(key.key.b, wk, 32);
+	const WlRef *w =
+	    run->nrefs ? bsearch(&key, run->refs, run->nrefs, sizeof key, ref_cmp) : NULL;
+	return w ? w->kernels : 0;
+}
+
+/* Fills run->refs from the scanned kernels' workloads and points each
+ * kernel at its entry. */
+static void
+count_refs(Run *run)
+{
+	size_t m = 0;
+	run->refs = kc_xmalloc((run->n ? run->n : 1) * sizeof *run->refs);
+	for (size_t i = 0; i < run->n; i++)
+		if (run->cands[i].wl >= 0)
+			run->refs[m++] = (WlRef){run->cands[i].wk, 1, 0};
+	if (m > 1)
+		qsort(run->refs, m, sizeof *run->refs, ref_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < m; i++) {
+		if (u > 0 && memcmp(run->refs[u - 1].key.b, run->refs[i].key.b, 32) == 0)
+			run->refs[u - 1].kernels++;
+		else
+			run->refs[u++] = run->refs[i];
+	}
+	run->nrefs = u;
+	for (size_t i = 0; i < run->n; i++) {
+		Cand *k = &run->cands[i];
+		if (k->wl < 0)
+			continue;
+		WlRef key = {.key = k->wk};
+		const WlRef *w = bsearch(&key, run->refs, u, sizeof key, ref_cmp);
+		KC_ASSERT(w != NULL);
+		k->wl = w - run->refs;
+	}
+}
+
+/* The workload of kernel id from its kref: false if missing or refused. */
+static bool
+kref_workload(Cache *c, MDB_txn *txn, const KcDigest *id, KcDigest *wk)
+{
+	MDB_val k = {32, (void *)id->b}, v;
+	if (mdb_get(txn, c->kref, &k, &v) != MDB_SUCCESS)
+		return false;
+	if (!frame_ok(&v) || v.mv_size != FRAME_HDR + 64) {
+		refuse(c, "kref", &k);
+		return false;
+	}
+	memcpy(wk->b, (const unsigned char *)v.mv_data + FRAME_HDR, 32);
+	return true;
+}
+
+/* Appends every stored kernel to run->cands, with its stamp and workload
+ * (one short read transaction per SCAN_BATCH kernels). */
 static KcStatus
-scan_kernels(Cache *c, Cand **cands, size_t *n, KcErr *err)
+scan_kernels(Cache *c, Run *run, KcErr *err)
 {
 	size_t cap = 0;
 	unsigned char from[33] = {0};
 	bool more = true;
-	*cands = NULL;
-	*n = 0;
+	run->cands = NULL;
+	run->n = 0;
 	while (more) {
 		MDB_txn *txn = NULL;
 		MDB_cursor *cur = NULL;
@@ -310,7 +458,7 @@ scan_kernels(Cache *c, Cand **cands, size_t *n, KcErr *err)
 		     rc == MDB_SUCCESS; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 			if (k.mv_size != 33)
 				continue;
-			Cand *last = *n ? &(*cands)[*n - 1] : NULL;
+			Cand *last = run->n ? &run->cands[run->n - 1] : NULL;
 			if (last && memcmp(last->id.b, k.mv_data, 32) == 0) {
 				last->bytes += v.mv_size;
 				continue;
@@ -321,14 +469,18 @@ scan_kernels(Cache *c, Cand **cands, size_t *n, KcErr *err)
 				from[32] = 0;
 				break;
 			}
-			if (*n == cap) {
+			if (run->n == cap) {
 				cap = cap ? cap * 2 : 256;
-				*cands = kc_xrealloc(*cands, cap * sizeof **cands);
+				run->cands = kc_xrealloc(run->cands, cap * sizeof *run->cands);
 			}
-			Cand *nc = &(*cands)[(*n)++];
+			Cand *nc = &run->cands[run->n++];
+			memset(nc, 0, sizeof *nc);
 			memcpy(nc->id.b, k.mv_data, 32);
 			nc->bytes = v.mv_size;
 			nc->at_us = stamp_get(c, txn, &nc->id);
+			nc->wl = kref_workload(c, txn, &nc->id, &nc->wk) ? 0 : -1;
+			if (nc->wl < 0)
+				run->unknown++;
 			got++;
 		}
 		if (cur)
@@ -336,42 +488,183 @@ scan_kernels(Cache *c, Cand **cands, size_t *n, KcErr *err)
 		txn_abort(c, txn);
 		if (rc == MDB_NOTFOUND)
 			more = false;
-		else if (rc != MDB_SUCCESS) {
-			free(*cands);
-			*cands = NULL;
-			*n = 0;
+		else if (rc != MDB_SUCCESS)
 			return lmdb_fail(c, err, rc, "scanning kernels for eviction");
-		}
 	}
+	count_refs(run);
 	return KC_OK;
+}
+
+/* Arguments of drop_batch_fn. */
+typedef struct DropBatch {
+	const KcDigest *keys;
+	size_t n;
+	uint64_t workloads, bytes;
+} DropBatch;
+
+static int
+drop_batch_fn(Cache *c, MDB_txn *txn, void *arg)
+{
+	DropBatch *d = arg;
+	int rc = MDB_SUCCESS;
+	d->workloads = d->bytes = 0;
+	for (size_t i = 0; i < d->n && rc == MDB_SUCCESS; i++)
+		rc = drop_workload(c, txn, &d->keys[i], &d->workloads, &d->bytes);
+	return rc;
+}
+
+/* Evicts every workload record that none of the run's kernels is left on
+ * and no schedule or kindex entry refers to: read transactions of at most
+ * SCAN_BATCH records find them, write transactions of at most EVICT_BATCH
+ * delete them (drop_workload looks again). */
+static KcStatus
+sweep_workloads(Cache *c, const Run *run, CacheEvictReport *r, KcErr *err)
+{
+	unsigned char from[32] = {0};
+	bool started = false, more = true;
+	KcDigest *drop = kc_xmalloc(EVICT_BATCH * sizeof *drop);
+	KcStatus st = KC_OK;
+	while (more && st == KC_OK && !atomic_load(&c->stop)) {
+		MDB_txn *txn = NULL;
+		MDB_cursor *cur = NULL;
+		MDB_val k = {sizeof from, from}, v;
+		size_t seen = 0, n = 0;
+		int rc = txn_begin(c, MDB_RDONLY, &txn);
+		if (rc == MDB_SUCCESS)
+			rc = mdb_cursor_open(txn, c->workloads, &cur);
+		if (rc == MDB_SUCCESS)
+			rc = mdb_cursor_get(cur, &k, &v, started ? MDB_SET_RANGE : MDB_FIRST);
+		if (rc == MDB_SUCCESS && started && k.mv_size == 32 &&
+		    memcmp(k.mv_data, from, 32) == 0)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+		for (; rc == MDB_SUCCESS && n < EVICT_BATCH && seen < SCAN_BATCH;
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			if (k.mv_size != 32)
+				continue;
+			memcpy(from, k.mv_data, 32);
+			started = true;
+			seen++;
+			if (ref_kernels(run, from) > 0 || has_prefix(txn, c->schedules, from) ||
+			    has_prefix(txn, c->kindex, from))
+				continue;
+			memcpy(drop[n++].b, from, 32);
+		}
+		if (cur)
+			mdb_cursor_close(cur);
+		txn_abort(c, txn);
+		if (rc == MDB_NOTFOUND)
+			more = false;
+		else if (rc != MDB_SUCCESS) {
+			st = lmdb_fail(c, err, rc, "scanning workloads for eviction");
+			break;
+		}
+		if (n == 0)
+			continue;
+		/* as for kernels (evict_run): one by one, in the reserve if need be */
+		DropBatch d = {drop, n, 0, 0};
+		KcErr berr = {0};
+		st =
+		    write_txn(c, drop_batch_fn, &d, 0, WRITE_NO_EVICT, "evicting workloads", &berr);
+		for (size_t i = 0; st != KC_OK && i < n; i++) {
+			DropBatch one = {&drop[i], 1, 0, 0};
+			KcStatus s1 =
+			    write_txn(c, drop_batch_fn, &one, 0, WRITE_NO_EVICT | WRITE_RESERVE,
+			              "evicting workloads", err);
+			if (s1 != KC_OK)
+				break;
+			d.workloads += one.workloads;
+			d.bytes += one.bytes;
+			if (i == n - 1)
+				st = KC_OK;
+		}
+		r->workloads += d.workloads;
+		r->bytes_freed += d.bytes;
+		atomic_fetch_add(&c->evicted_workloads, d.workloads);
+		atomic_fetch_add(&c->evicted_bytes, d.bytes);
+		if (st != KC_OK)
+			break;
+	}
+	free(drop);
+	return st;
+}
+
+/* A one-value write (meta "evicted": the time) after an eviction run.
+ * LMDB hands out the pages a transaction freed only once a later one has
+ * committed (the previous snapshot stays valid until then), so without it
+ * the write that made room could not use what the last batch freed. */
+static int
+bump_fn(Cache *c, MDB_txn *txn, void *arg)
+{
+	(void)arg;
+	unsigned char le[8];
+	uint64_t now = wall_us();
+	for (int i = 0; i < 8; i++)
+		le[i] = (unsigned char)(now >> (8 * i));
+	return put_framed(txn, c->meta, "evicted", 7, le, sizeof le);
 }
 
 KcStatus
 evict_run(Cache *c, uint64_t target, CacheEvictReport *out, KcErr *err)
 {
 	CacheEvictReport r = {0};
-	Cand *cands = NULL;
-	size_t n = 0;
+	Run run = {0};
 	KcStatus st = KC_OK;
+	bool swept = false;
 	pthread_mutex_lock(&c->evict_mu);
 	cache_flush_touches(c, NULL);
 	r.target_bytes = target;
 	r.bytes_before = r.bytes_after = used_bytes(c);
 	if (r.bytes_before <= target)
 		goto done;
-	st = scan_kernels(c, &cands, &n, err);
+	st = scan_kernels(c, &run, err);
 	if (st != KC_OK)
 		goto done;
-	if (n > 1)
-		qsort(cands, n, sizeof *cands, cand_cmp);
-	for (size_t i = 0; i < n && !atomic_load(&c->stop); i += EVICT_BATCH) {
-		DelBatch d = {&cands[i], n - i < EVICT_BATCH ? n - i : EVICT_BATCH, 0, 0};
-		st = write_txn(c, delete_batch_fn, &d, WRITE_NO_EVICT, "evicting kernels", err);
+	/* what nothing refers to goes first */
+	if (run.unknown == 0) {
+		st = sweep_workloads(c, &run, &r, err);
 		if (st != KC_OK)
+			goto done;
+		swept = true;
+		r.bytes_after = used_bytes(c);
+	}
+	if (run.n > 1)
+		qsort(run.cands, run.n, sizeof *run.cands, cand_cmp);
+	/* On a full map even deletes fail: LMDB copies the pages it changes
+	 * (a leaf in each of five databases per kernel) and reuses freed
+	 * pages only a commit later. A batch that fails is then done one
+	 * kernel per transaction, in the reserve if need be (the fewer pages
+	 * taken from it the better: the file keeps them), doubling again as
+	 * the pages freed become usable. */
+	size_t batch = EVICT_BATCH;
+	for (size_t i = 0; i < run.n && r.bytes_after > target && !atomic_load(&c->stop);) {
+		/* no more kernels than the stored bytes over the target call for:
+		 * a few large kernels must not take the newest along */
+		size_t n = 0;
+		for (uint64_t sum = 0; n < batch && i + n < run.n && sum < r.bytes_after - target;
+		     n++)
+			sum += run.cands[i + n].bytes;
+		DelBatch d = {&run, i, n, 0, 0, 0};
+		KcErr berr = {0};
+		unsigned flags = WRITE_NO_EVICT | (batch == 1 ? WRITE_RESERVE : 0);
+		st = write_txn(c, delete_batch_fn, &d, 0, flags, "evicting kernels", &berr);
+		if (st != KC_OK && batch > 1) {
+			batch = 1;
+			continue;
+		}
+		if (st != KC_OK) {
+			if (err && err->status == KC_OK)
+				*err = berr;
 			break;
+		}
+		if (batch < EVICT_BATCH)
+			batch *= 2;
+		batch_landed(&run, &d);
+		i += d.n;
 		r.kernels += d.kernels;
+		r.workloads += d.workloads;
 		r.bytes_freed += d.bytes;
 		atomic_fetch_add(&c->evictions, d.kernels);
+		atomic_fetch_add(&c->evicted_workloads, d.workloads);
 		atomic_fetch_add(&c->evicted_bytes, d.bytes);
 		r.bytes_after = used_bytes(c);
 		if (r.bytes_after <= target)
@@ -380,17 +673,24 @@ evict_run(Cache *c, uint64_t target, CacheEvictReport *out, KcErr *err)
 		struct timespec ts = {0, 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
+	/* the kernels of unknown workloads are gone now: sweep after all */
+	if (st == KC_OK && !swept && run.unknown == 0 && r.bytes_after > target)
+		st = sweep_workloads(c, &run, &r, err);
+	if (r.kernels > 0 || r.workloads > 0)
+		write_txn(c, bump_fn, NULL, 0, WRITE_NO_EVICT | WRITE_RESERVE, "ending an eviction",
+		          NULL);
 	r.bytes_after = used_bytes(c);
-	if (r.kernels > 0)
+	if (r.kernels > 0 || r.workloads > 0)
 		kc_log(KC_LOG_INFO,
-		       "cache: evicted %llu kernel(s), %llu bytes; %llu -> %llu bytes in use "
-		       "(target %llu)",
-		       (unsigned long long)r.kernels, (unsigned long long)r.bytes_freed,
-		       (unsigned long long)r.bytes_before, (unsigned long long)r.bytes_after,
-		       (unsigned long long)target);
+		       "cache: evicted %llu kernel(s) and %llu workload(s), %llu bytes; %llu -> "
+		       "%llu bytes in use (target %llu)",
+		       (unsigned long long)r.kernels, (unsigned long long)r.workloads,
+		       (unsigned long long)r.bytes_freed, (unsigned long long)r.bytes_before,
+		       (unsigned long long)r.bytes_after, (unsigned long long)target);
 done:
 	pthread_mutex_unlock(&c->evict_mu);
-	free(cands);
+	free(run.cands);
+	free(run.refs);
 	if (out)
 		*out = r;
 	return st;

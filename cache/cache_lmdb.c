@@ -10,8 +10,9 @@
  * reader slots belong to transactions, not threads, and MHD threads and
  * compile workers can share one Cache. LMDB serialises the writers. Every
  * transaction holds the gate shared (txn_begin); every write goes through
- * write_txn, which handles MDB_MAP_FULL by evicting or growing the map
- * once and retrying once. LMDB return codes are turned into KcErr here
+ * write_txn, which handles MDB_MAP_FULL by evicting and retrying once (a
+ * delete retries in the reserve instead); the map never grows past
+ * cache_map_bytes. LMDB return codes are turned into KcErr here
  * and in the other cache/ files, nowhere else.
  */
 #include <errno.h>
@@ -89,9 +90,9 @@ lmdb_fail(Cache *c, KcErr *err, int rc, const char *what)
 {
 	if (rc == MDB_MAP_FULL)
 		return kc_fail(err, KC_CACHE, "cache",
-		               "kernel cache is full (map of %zu bytes, at most %llu bytes in use) "
+		               "kernel cache is full (cache_map_bytes %zu, nothing left to evict) "
 		               "while %s",
-		               c->map_bytes, (unsigned long long)c->max_bytes, what);
+		               c->map_limit, what);
 	return kc_fail(err, KC_CACHE, "cache", "kernel cache failed while %s: %s", what,
 	               mdb_strerror(rc));
 }
@@ -137,44 +138,70 @@ txn_commit(Cache *c, MDB_txn *txn)
 	return rc;
 }
 
-/* Grows the map, unless another writer already did since `seen` was read:
- * concurrent MDB_MAP_FULL failures on one map size make one growth. */
-static void
-grow(Cache *c, size_t seen)
+/* Sets LMDB's map to `want` bytes (LMDB raises it to the pages the file
+ * already holds) and notes what it became. The gate is held exclusively. */
+static int
+set_map_locked(Cache *c, size_t want)
 {
-	pthread_rwlock_wrlock(&c->gate);
-	if (c->map_bytes == seen) {
-		size_t next = seen > SIZE_MAX / 2 ? SIZE_MAX : seen * 2;
-		int rc = mdb_env_set_mapsize(c->env, next);
-		if (rc == MDB_SUCCESS) {
-			c->map_bytes = next;
-			atomic_fetch_add(&c->map_growths, 1);
-			kc_log(KC_LOG_INFO, "cache: map of %s grown from %zu to %zu bytes", c->path,
-			       seen, next);
-		} else {
-			kc_log(KC_LOG_WARN, "cache: cannot grow the map of %s to %zu bytes: %s",
-			       c->path, next, mdb_strerror(rc));
-		}
-	}
-	pthread_rwlock_unlock(&c->gate);
+	MDB_envinfo info;
+	int rc = mdb_env_set_mapsize(c->env, want);
+	if (rc == MDB_SUCCESS && mdb_env_info(c->env, &info) == MDB_SUCCESS)
+		c->map_bytes = info.me_mapsize;
+	return rc;
 }
 
-/* After MDB_MAP_FULL on map size `seen`: evict when the store is at its
- * ceiling (and eviction freed something), else grow. */
-static void
-make_room(Cache *c, size_t seen, unsigned flags)
+/* fn once more with the map at map_limit, with the gate held exclusively
+ * so that no other transaction can take the reserve; the map is set back
+ * to soft_bytes before the gate is released. Only deletes come here: a
+ * delete copies the pages it changes, so on a map filled to the brim
+ * even an eviction needs a few pages more. */
+static int
+reserve_txn(Cache *c, WriteFn fn, void *arg)
 {
-	if (!(flags & WRITE_NO_EVICT) && used_bytes(c) >= c->max_bytes) {
-		CacheEvictReport r;
-		if (evict_run(c, c->max_bytes / 100 * c->low_pct, &r, NULL) == KC_OK &&
-		    r.kernels > 0)
-			return;
+	MDB_txn *txn = NULL;
+	pthread_rwlock_wrlock(&c->gate);
+	size_t before = c->map_bytes;
+	int rc = set_map_locked(c, c->map_limit);
+	if (rc == MDB_SUCCESS && c->map_bytes > before)
+		atomic_fetch_add(&c->map_growths, 1);
+	if (rc == MDB_SUCCESS)
+		rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+	if (rc == MDB_SUCCESS) {
+		rc = fn(c, txn, arg);
+		if (rc == MDB_SUCCESS)
+			rc = mdb_txn_commit(txn);
+		else
+			mdb_txn_abort(txn);
 	}
-	grow(c, seen);
+	int src = set_map_locked(c, c->soft_bytes);
+	if (src != MDB_SUCCESS)
+		kc_log(KC_LOG_WARN, "cache: cannot set the map of %s back to %zu bytes: %s",
+		       c->path, c->soft_bytes, mdb_strerror(src));
+	pthread_rwlock_unlock(&c->gate);
+	return rc;
+}
+
+/* After MDB_MAP_FULL on a write of about `need` bytes: evicts down to the
+ * low water mark, or, when the store is under it already (free pages
+ * there but scattered: a large value needs contiguous ones), by twice
+ * `need` and 64 pages (a write copies a leaf page per database it
+ * touches). A write over a quarter of the map evicts nothing: emptying
+ * the cache for one value that may not fit even then is not worth it. */
+static void
+make_room(Cache *c, size_t need)
+{
+	if (need > c->soft_bytes / 4)
+		return;
+	uint64_t used = used_bytes(c);
+	uint64_t low = c->max_bytes / 100 * c->low_pct;
+	uint64_t margin = 2 * (uint64_t)need + 64 * 4096;
+	uint64_t target = used > low ? low : used > margin ? used - margin : 0;
+	evict_run(c, target, NULL, NULL);
 }
 
 KcStatus
-write_txn(Cache *c, WriteFn fn, void *arg, unsigned flags, const char *what, KcErr *err)
+write_txn(Cache *c, WriteFn fn, void *arg, size_t need, unsigned flags, const char *what,
+          KcErr *err)
 {
 	MDB_txn *txn = NULL;
 	int rc;
@@ -182,7 +209,6 @@ write_txn(Cache *c, WriteFn fn, void *arg, unsigned flags, const char *what, KcE
 		rc = txn_begin(c, 0, &txn);
 		if (rc != MDB_SUCCESS)
 			break;
-		size_t seen = c->map_bytes;
 		rc = fn(c, txn, arg);
 		if (rc == MDB_SUCCESS)
 			rc = txn_commit(c, txn);
@@ -191,10 +217,18 @@ write_txn(Cache *c, WriteFn fn, void *arg, unsigned flags, const char *what, KcE
 		txn = NULL;
 		if (rc != MDB_MAP_FULL || attempt > 0)
 			break;
-		make_room(c, seen, flags);
+		if (flags & WRITE_RESERVE) {
+			rc = reserve_txn(c, fn, arg);
+			break;
+		}
+		if (flags & WRITE_NO_EVICT)
+			break;
+		make_room(c, need);
 	}
 	if (rc == MDB_NOTFOUND)
 		return KC_NOT_FOUND;
+	if (rc == MDB_MAP_FULL && !(flags & WRITE_NO_EVICT))
+		atomic_fetch_add(&c->full_refusals, 1);
 	if (rc != MDB_SUCCESS)
 		return lmdb_fail(c, err, rc, what);
 	if (flags & WRITE_SYNC)
@@ -291,7 +325,7 @@ put_one(Cache *c, MDB_dbi dbi, const void *key, size_t klen, const void *p, size
         unsigned flags, KcErr *err)
 {
 	PutOne o = {dbi, key, klen, p, n};
-	return write_txn(c, put_one_fn, &o, flags, "writing", err);
+	return write_txn(c, put_one_fn, &o, klen + FRAME_HDR + n, flags, "writing", err);
 }
 
 static KcStatus
@@ -342,6 +376,23 @@ used_bytes(Cache *c)
 			pages += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
 	txn_abort(c, txn);
 	return pages * psize;
+}
+
+bool
+has_prefix(MDB_txn *txn, MDB_dbi dbi, const unsigned char prefix[32])
+{
+	MDB_cursor *cur = NULL;
+	MDB_val k = {32, (void *)prefix}, v;
+	bool found = true; /* when the answer is unknown, keep what depends on it */
+	if (mdb_cursor_open(txn, dbi, &cur) != MDB_SUCCESS)
+		return found;
+	int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	if (rc == MDB_SUCCESS)
+		found = k.mv_size >= 32 && memcmp(k.mv_data, prefix, 32) == 0;
+	else if (rc == MDB_NOTFOUND)
+		found = false;
+	mdb_cursor_close(cur);
+	return found;
 }
 
 /* ---- open and close ----------------------------------------------------- */
@@ -410,6 +461,22 @@ done:
 	return rc;
 }
 
+/* The part of a map kept for deletes (reserve_txn): 1/32 of it, between
+ * 256 KiB (64 pages: a few kernels' deletes) and 64 MiB, at most a
+ * quarter, in whole 4 KiB pages. */
+static size_t
+reserve_of(size_t limit)
+{
+	size_t r = limit / 32;
+	if (r < (size_t)256 << 10)
+		r = (size_t)256 << 10;
+	if (r > (size_t)64 << 20)
+		r = (size_t)64 << 20;
+	if (r > limit / 4)
+		r = limit / 4;
+	return r / 4096 * 4096;
+}
+
 /* Creates and opens the environment; returns an LMDB code (err filled). */
 static int
 open_env(Cache *c, unsigned flags, KcErr *err)
@@ -422,7 +489,7 @@ open_env(Cache *c, unsigned flags, KcErr *err)
 		        c->path, mdb_strerror(rc));
 		return rc;
 	}
-	rc = mdb_env_set_mapsize(c->env, c->map_bytes);
+	rc = mdb_env_set_mapsize(c->env, c->soft_bytes);
 	if (rc == MDB_SUCCESS)
 		rc = mdb_env_set_maxdbs(c->env, MAX_DBS);
 	if (rc == MDB_SUCCESS)
@@ -443,10 +510,17 @@ open_env(Cache *c, unsigned flags, KcErr *err)
 	rc = open_dbs(c, err);
 	if (rc != MDB_SUCCESS)
 		goto fail;
-	/* a map grown by an earlier run is kept by the file: start from it */
+	/* LMDB takes our map size, raised to the pages the file holds: a file
+	 * an older kcsd grew past cache_map_bytes cannot shrink in place */
 	MDB_envinfo info;
-	if (mdb_env_info(c->env, &info) == MDB_SUCCESS && info.me_mapsize > c->map_bytes)
+	c->map_bytes = c->soft_bytes;
+	if (mdb_env_info(c->env, &info) == MDB_SUCCESS)
 		c->map_bytes = info.me_mapsize;
+	if (c->map_bytes > c->map_limit)
+		kc_log(KC_LOG_WARN,
+		       "cache: %s holds %zu bytes of pages, over cache_map_bytes (%zu); it is used "
+		       "as it is and does not grow (restore a compacted backup to shrink it)",
+		       c->path, c->map_bytes, c->map_limit);
 	return MDB_SUCCESS;
 fail:
 	mdb_env_close(c->env);
@@ -466,10 +540,12 @@ cache_open(const char *dir, const CacheOptions *opt, KcErr *err)
 	atomic_init(&c->checksum_failures, 0);
 	atomic_init(&c->evictions, 0);
 	atomic_init(&c->evicted_bytes, 0);
+	atomic_init(&c->evicted_workloads, 0);
 	atomic_init(&c->map_growths, 0);
+	atomic_init(&c->full_refusals, 0);
 	atomic_init(&c->stop, false);
-	/* Writer preference: a growth waiting for the gate is not starved by
-	 * a stream of readers (no thread ever takes the gate twice). */
+	/* Writer preference: a delete waiting for the reserve is not starved
+	 * by a stream of readers (no thread ever takes the gate twice). */
 	pthread_rwlockattr_init(&ga);
 	pthread_rwlockattr_setkind_np(&ga, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&c->gate, &ga);
@@ -479,12 +555,14 @@ cache_open(const char *dir, const CacheOptions *opt, KcErr *err)
 	pthread_mutex_init(&c->cmu, NULL);
 	pthread_cond_init(&c->ccv, NULL);
 	c->touch = kc_xcalloc(TOUCH_SLOTS, sizeof *c->touch);
-	c->map_bytes = opt && opt->map_bytes ? opt->map_bytes : DEFAULT_MAP_BYTES;
+	c->map_limit = opt && opt->map_bytes ? opt->map_bytes : DEFAULT_MAP_BYTES;
+	c->soft_bytes = c->map_limit - reserve_of(c->map_limit);
+	c->map_bytes = c->soft_bytes;
 	c->max_object_bytes =
 	    opt && opt->max_object_bytes ? opt->max_object_bytes : DEFAULT_MAX_OBJECT;
 	c->max_bytes = opt && opt->max_bytes ? opt->max_bytes : DEFAULT_MAX_BYTES;
-	if (!(opt && opt->max_bytes) && c->max_bytes > c->map_bytes / 2)
-		c->max_bytes = c->map_bytes / 2;
+	if (!(opt && opt->max_bytes) && c->max_bytes > c->map_limit / 2)
+		c->max_bytes = c->map_limit / 2;
 	c->high_pct = opt && opt->high_water_pct ? opt->high_water_pct : 90;
 	c->low_pct = opt && opt->low_water_pct ? opt->low_water_pct : 75;
 	c->flush_ms = opt && opt->touch_flush_ms ? opt->touch_flush_ms : 2000;
@@ -498,13 +576,17 @@ cache_open(const char *dir, const CacheOptions *opt, KcErr *err)
 	snprintf(c->dir, sizeof c->dir, "%s", dir);
 	snprintf(c->path, sizeof c->path, "%s/data.mdb", dir);
 
-	if (c->max_bytes >= c->map_bytes || c->low_pct >= c->high_pct || c->high_pct > 100) {
+	if (c->max_bytes >= c->map_limit || c->low_pct >= c->high_pct || c->high_pct > 100) {
 		kc_fail(err, KC_CACHE, "cache",
 		        "cache_max_bytes (%llu) must be below cache_map_bytes (%zu), and the low "
 		        "water mark (%u%%) below the high one (%u%%, at most 100)",
-		        (unsigned long long)c->max_bytes, c->map_bytes, c->low_pct, c->high_pct);
+		        (unsigned long long)c->max_bytes, c->map_limit, c->low_pct, c->high_pct);
 		goto done;
 	}
+	/* the reserve is not for data: a ceiling above the rest of the map
+	 * would only be met by MDB_MAP_FULL */
+	if (c->max_bytes > c->soft_bytes)
+		c->max_bytes = c->soft_bytes;
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 		kc_fail(err, KC_CACHE, "cache", "cannot create cache directory %s: %s", dir,
 		        strerror(errno));
@@ -609,7 +691,9 @@ cache_put_kernel(Cache *c, const CacheKernelPut *k, KcErr *err)
 	    check_size(c, "kernel object", k->object_len, err) != KC_OK ||
 	    check_size(c, "kernel IR", k->ir_len, err) != KC_OK)
 		return KC_TOO_LARGE;
-	KcStatus st = write_txn(c, put_kernel_fn, (void *)k, 0, "storing a kernel", err);
+	size_t need =
+	    k->canonical_len + k->meta_len + k->object_len + k->ir_len + 8 * FRAME_HDR + 512;
+	KcStatus st = write_txn(c, put_kernel_fn, (void *)k, need, 0, "storing a kernel", err);
 	if (st == KC_OK && c->have_thread && used_bytes(c) > c->max_bytes / 100 * c->high_pct) {
 		pthread_mutex_lock(&c->cmu);
 		c->wake = true;
@@ -727,6 +811,32 @@ cache_get_index(Cache *c, const KcDigest *workload_key, const char *target, KcDi
 	return st;
 }
 
+/* Arguments of put_schedule_fn. */
+typedef struct PutSched {
+	const KcDigest *wk;
+	const unsigned char *key; /* 64 */
+	const char *record;
+	size_t len;
+} PutSched;
+
+/* The record only next to its workload, looked up in the same
+ * transaction: eviction may have removed the workload since the caller
+ * saw it, and a schedule must never point at a missing workload. */
+static int
+put_schedule_fn(Cache *c, MDB_txn *txn, void *arg)
+{
+	const PutSched *p = arg;
+	MDB_val wk = {32, (void *)p->wk->b}, v;
+	int rc = mdb_get(txn, c->workloads, &wk, &v);
+	if (rc == MDB_SUCCESS && !frame_ok(&v)) {
+		refuse(c, "workloads", &wk);
+		rc = MDB_NOTFOUND;
+	}
+	if (rc != MDB_SUCCESS)
+		return rc;
+	return put_framed(txn, c->schedules, p->key, 64, p->record, p->len);
+}
+
 KcStatus
 cache_put_schedule(Cache *c, const KcDigest *workload_key, const char *target, const char *record,
                    size_t len, KcErr *err)
@@ -736,7 +846,9 @@ cache_put_schedule(Cache *c, const KcDigest *workload_key, const char *target, c
 	if (check_size(c, "schedule record", len, err) != KC_OK)
 		return KC_TOO_LARGE;
 	target_key(workload_key, target, key);
-	return put_one(c, c->schedules, key, sizeof key, record, len, WRITE_SYNC, err);
+	PutSched p = {workload_key, key, record, len};
+	return write_txn(c, put_schedule_fn, &p, sizeof key + FRAME_HDR + len, WRITE_SYNC,
+	                 "storing a schedule", err);
 }
 
 KcStatus
@@ -844,14 +956,16 @@ cache_merge_schedules(Cache *c, CacheScheduleIn *items, size_t n, CacheBetterFn 
                       KcErr *err)
 {
 	Merge m = {items, n, better, arg};
+	size_t need = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (check_size(c, "schedule record", items[i].record_len, err) != KC_OK ||
 		    check_size(c, "workload", items[i].canonical_len, err) != KC_OK)
 			return KC_TOO_LARGE;
+		need += items[i].record_len + items[i].canonical_len + 2 * FRAME_HDR + 128;
 	}
 	if (n == 0)
 		return KC_OK;
-	KcStatus st = write_txn(c, merge_fn, &m, WRITE_SYNC, "merging schedules", err);
+	KcStatus st = write_txn(c, merge_fn, &m, need, WRITE_SYNC, "merging schedules", err);
 	if (st != KC_OK) {
 		for (size_t i = 0; i < n; i++)
 			items[i].stored = false;
@@ -968,19 +1082,23 @@ cache_stats(Cache *c, CacheStats *out)
 	out->checksum_failures = atomic_load(&c->checksum_failures);
 	out->evictions = atomic_load(&c->evictions);
 	out->evicted_bytes = atomic_load(&c->evicted_bytes);
+	out->evicted_workloads = atomic_load(&c->evicted_workloads);
 	out->map_growths = atomic_load(&c->map_growths);
+	out->full_refusals = atomic_load(&c->full_refusals);
+	out->map_bytes = c->map_limit;
 	out->max_bytes = c->max_bytes;
 	out->bytes_used = used_bytes(c);
 	if (txn_begin(c, MDB_RDONLY, &txn) != MDB_SUCCESS)
 		return;
-	if (mdb_env_info(c->env, &info) == MDB_SUCCESS &&
-	    mdb_env_stat(c->env, &est) == MDB_SUCCESS) {
-		out->map_bytes = info.me_mapsize;
+	if (mdb_env_info(c->env, &info) == MDB_SUCCESS && mdb_env_stat(c->env, &est) == MDB_SUCCESS)
 		out->file_bytes = ((uint64_t)info.me_last_pgno + 1) * est.ms_psize;
-	}
 	if (mdb_stat(txn, c->artifacts, &ast) == MDB_SUCCESS)
 		out->entries_artifacts = ast.ms_entries;
 	if (mdb_stat(txn, c->atime, &ast) == MDB_SUCCESS)
 		out->entries = ast.ms_entries;
+	if (mdb_stat(txn, c->workloads, &ast) == MDB_SUCCESS)
+		out->workloads = ast.ms_entries;
+	if (mdb_stat(txn, c->schedules, &ast) == MDB_SUCCESS)
+		out->schedules = ast.ms_entries;
 	txn_abort(c, txn);
 }

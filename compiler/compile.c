@@ -17,7 +17,11 @@
  *   KcArtifact (symbol, .so bytes, optimised IR)
  *
  * Each pass appends "== name ==" and its dump to opts->dump when set (the
- * names and their order are passes.def).
+ * names and their order are passes.def), then its "; work:" line. The work
+ * budget (graph/work.def, KcLimits) is checked as each pass ends, the
+ * graph's and the loop nest's counts before the LLVMContext exists, the
+ * module's instruction count before the pass pipeline and before code
+ * generation; the counting walks check their own counts as they go.
  * One LLVMContext per call, disposed here: compiles on different threads
  * share nothing.
  */
@@ -111,13 +115,29 @@ dump_begin(const KcCompileOptions *o, KcPass p)
 }
 
 static void
-dump_module(const KcCompileOptions *o, KcPass pass, LLVMModuleRef mod)
+dump_module(const KcCompileOptions *o, KcPass pass, LLVMModuleRef mod, const KcWork *w)
 {
 	if (!dump_begin(o, pass))
 		return;
 	char *s = LLVMPrintModuleToString(mod);
 	kc_buf_puts(o->dump, s);
 	LLVMDisposeMessage(s);
+	kc_work_print(w, pass, o->dump);
+}
+
+/* The instructions of every function of mod: a walk of the module, so
+ * linear in what it counts. */
+static int64_t
+count_insns(LLVMModuleRef mod)
+{
+	int64_t n = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+		for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb;
+		     bb = LLVMGetNextBasicBlock(bb))
+			for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i;
+			     i = LLVMGetNextInstruction(i))
+				n++;
+	return n;
 }
 
 KcStatus
@@ -136,6 +156,8 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	const KcBackend *be = backend_for(t);
 	KcStatus st;
 
+	KcWork *w = g->work;
+
 	memset(out, 0, sizeof *out);
 	if (!be)
 		return kc_fail(err, KC_UNSUPPORTED, "compile", "no backend for target %.200s",
@@ -143,24 +165,36 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	make_symbol(kc_graph_name(g), out->symbol, sizeof out->symbol);
 	if (!s)
 		s = kc_schedule_default(c, g, t);
-	if (dump_begin(o, KC_PASS_GRAPH))
+	kc_work_reset(w, KC_PASS_LOWER); /* what this call counts */
+	if (dump_begin(o, KC_PASS_GRAPH)) {
 		ir_graph_print(g, o->dump);
+		kc_work_print(w, KC_PASS_GRAPH, o->dump);
+	}
+	if ((st = kc_work_check(w, KC_WORK_PLAN, err)) != KC_OK)
+		goto done;
 
+	/* a pass's verifier runs before its dump, which is written either
+	 * way, so the dump shows the nest that failed, with its counts */
 	if ((st = ln_lower(c->arena, g, &ln, err)) != KC_OK)
 		goto done;
 	ln->hw_half = sched_target_hw_half(t);
-	if (dump_begin(o, KC_PASS_LOWER))
+	st = ln_verify(ln, KC_WORK_VERIFY_LOWER, err);
+	if (dump_begin(o, KC_PASS_LOWER)) {
 		ln_print(ln, o->dump);
-	if ((st = ln_verify(ln, "verify-lower", err)) != KC_OK)
+		kc_work_print(w, KC_PASS_LOWER, o->dump);
+	}
+	if (st != KC_OK)
 		goto done;
 
 	if ((st = sched_apply(ln, s, err)) != KC_OK)
 		goto done;
+	st = ln_verify(ln, KC_WORK_VERIFY_SCHEDULE, err);
 	if (dump_begin(o, KC_PASS_SCHEDULE)) {
 		kc_buf_printf(o->dump, "template %s knobs %s\n", s->template_name, s->knobs_json);
 		ln_print(ln, o->dump);
+		kc_work_print(w, KC_PASS_SCHEDULE, o->dump);
 	}
-	if ((st = ln_verify(ln, "verify-schedule", err)) != KC_OK)
+	if (st != KC_OK)
 		goto done;
 
 	ctx = LLVMContextCreate();
@@ -168,7 +202,10 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	mod = LLVMModuleCreateWithNameInContext(out->symbol, ctx);
 	if ((st = be->emit(ln, t, mod, out->symbol, err)) != KC_OK)
 		goto done;
-	dump_module(o, KC_PASS_EMIT_LLVM, mod);
+	w->n[KC_WORK_EMIT_INSNS] = count_insns(mod);
+	dump_module(o, KC_PASS_EMIT_LLVM, mod, w);
+	if ((st = kc_work_check(w, KC_WORK_EMIT_INSNS, err)) != KC_OK)
+		goto done;
 
 	if (!(tm = obj_target_machine(t, err))) {
 		st = err->status;
@@ -176,7 +213,10 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	}
 	if ((st = obj_optimize(mod, tm, be->pipeline(ln), o->verify, err)) != KC_OK)
 		goto done;
-	dump_module(o, KC_PASS_OPTIMIZE, mod);
+	w->n[KC_WORK_OPT_INSNS] = count_insns(mod);
+	dump_module(o, KC_PASS_OPTIMIZE, mod, w);
+	if ((st = kc_work_check(w, KC_WORK_OPT_INSNS, err)) != KC_OK)
+		goto done;
 	if (o->want_ir) {
 		char *s_ir = LLVMPrintModuleToString(mod);
 		out->ir_len = strlen(s_ir);

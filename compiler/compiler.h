@@ -43,6 +43,15 @@ typedef struct KcLimits {
 	int max_rank;         /* dims per tensor (default and maximum KC_MAX_RANK) */
 	int64_t max_elements; /* elements per tensor (default 1<<31) */
 
+	/* The work budget of one compile, checked by kc_compile as the passes
+	 * run (KC_WORK_BUDGET, 422 above, naming the pass and the limit);
+	 * kc_parse records it with the graph. The defaults scale with max_ops. */
+	int64_t max_work_nodes;  /* graph or expression nodes one pass visits
+	                          * (default 4096 x max_ops) */
+	int64_t max_work_stages; /* loop-nest stages (default 2 x max_ops) */
+	int64_t max_work_insns;  /* LLVM instructions of the module, as emitted
+	                          * and as optimised (default 64 x max_ops) */
+
 	/* The JSON pre-scan (kc_json_scan), run on the text before any tree
 	 * is built: over either bound is KC_TOO_LARGE naming "body". */
 	int64_t max_json_tokens; /* tokens of the document (default KC_JSON_TOKENS) */
@@ -346,7 +355,10 @@ void kc_kernel_id(const KcDigest *workload_key, const KcTarget *t, const KcSched
  * Lower, schedule, emit LLVM IR, optimise, emit an object and link a shared
  * object exporting `symbol` with the kcs-cpu-v1 ABI. KC_CODEGEN (500) on an
  * internal failure, KC_UNSUPPORTED (422) for what the backend cannot do
- * yet. On failure *out is left empty. */
+ * yet, KC_WORK_BUDGET (422) when a pass's work passes the budget kc_parse
+ * recorded for g (a graph-side count trips before LLVM starts). On failure
+ * *out is left empty. Each dump section ends with a "; work:" line: the
+ * nodes each of its passes visited, the stages, the LLVM instructions. */
 KcStatus kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule *s,
                     const KcCompileOptions *opts, KcArtifact *out, KcErr *err);
 void kc_artifact_free(KcArtifact *a); /* NULL allowed */
@@ -390,6 +402,13 @@ bool kc_interp_half_upstream(CompileCtx *c, const KcGraph *g, int output);
  * Pow or Reciprocal operand or a divisor), rounded to their dtype; Gather
  * and OneHot indices (and what they are cast or moved from) in [0, extent). */
 void kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *const *args);
+/* The same values a chunk at a time, straight into the caller's memory (a
+ * window of a file): ask for every input's elements in order, input 0
+ * first; n elements of `input` go to dst, densely in its dtype. The
+ * generator lives in c's arena. */
+typedef struct KcRandomInputs KcRandomInputs;
+KcRandomInputs *kc_interp_random_begin(CompileCtx *c, const KcGraph *g, uint64_t seed);
+void kc_interp_random_next(KcRandomInputs *r, int input, int64_t n, void *dst);
 
 /* ---- MindSpore's kernel-name hash (mshash.c) ----------------------------
  * libstdc++ std::hash<std::string> (_Hash_bytes, MurmurHash2-64 variant)

@@ -17,7 +17,7 @@ typedef struct Em {
 	LLVMValueRef fn;    /* function being built */
 	LLVMValueRef *bufp; /* per buffer: its pointer in the body */
 	LLVMValueRef *var;  /* per loop var: its current value */
-	LLVMValueRef *memo; /* per expr id, reset per stage */
+	LLVMValueRef *memo; /* per expr id, valid when memo_at[id] == memo_gen */
 	int vw;             /* vector width of the innermost loop (1: scalar) */
 	bool math_inline;   /* few math ops: inline them (see math_inline) */
 	LLVMValueRef acc;   /* register reduction accumulator (alloca) */
@@ -35,6 +35,13 @@ typedef struct Em {
 	/* non-temporal stores were emitted (emit_tile.c): the body function
 	 * fences before it returns */
 	bool fence;
+	/* stamps instead of clearing an array per stage: em_memo_reset starts
+	 * a body by a new memo_gen; the short scans (math count, transposed
+	 * loads) mark expr ids with mark_gen */
+	int *memo_at;
+	int memo_gen;
+	int *mark;
+	int mark_gen;
 	KcErr *err;
 } Em;
 
@@ -49,8 +56,12 @@ LLVMTypeRef em_stype(Em *E, KcDtype dt); /* storage type */
 LLVMValueRef em_cast(Em *E, LLVMValueRef v, KcDtype from, KcDtype to);
 LLVMValueRef em_elem_ptr(Em *E, int buf, const LnIdx *idx); /* &buf[idx] */
 LLVMValueRef em_maxmin(Em *E, bool max, KcDtype dt, LLVMValueRef a, LLVMValueRef c);
-/* math ops (MathFn) under e, each shared node counted once (seen: per expr id) */
-int em_count_math(const LnExpr *e, bool *seen);
+/* math ops (MathFn) under e, each shared node counted once per E->mark_gen */
+int em_count_math(Em *E, const LnExpr *e);
+/* a new innermost body: nothing memoised; e's value in this body. em_expr
+ * counts each step in KC_WORK_EMIT and fails once it passes the budget */
+void em_memo_reset(Em *E);
+void em_memo_set(Em *E, const LnExpr *e, LLVMValueRef v);
 LLVMValueRef em_idx(Em *E, const LnIdx *x); /* an index as i64 */
 /* a dtype element at p, widened to its compute type; v narrowed and stored */
 LLVMValueRef em_load_at(Em *E, KcDtype dt, LLVMValueRef p);

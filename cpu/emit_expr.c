@@ -446,15 +446,16 @@ is_math(const LnExpr *e)
 
 /* Math ops under e not yet seen (each expr is emitted once per stage). */
 int
-em_count_math(const LnExpr *e, bool *seen)
+em_count_math(Em *E, const LnExpr *e)
 {
 	int n;
-	if (seen[e->id])
+	E->ln->work->n[KC_WORK_EMIT]++;
+	if (E->mark[e->id] == E->mark_gen)
 		return 0;
-	seen[e->id] = true;
+	E->mark[e->id] = E->mark_gen;
 	n = is_math(e);
 	for (int i = 0; e->kind == LNE_OP && i < e->nargs; i++)
-		n += em_count_math(e->args[i], seen);
+		n += em_count_math(E, e->args[i]);
 	return n;
 }
 
@@ -606,13 +607,31 @@ emit_op(Em *E, const LnExpr *e, LLVMValueRef *a)
 	return NULL;
 }
 
+void
+em_memo_reset(Em *E)
+{
+	E->memo_gen++;
+}
+
+void
+em_memo_set(Em *E, const LnExpr *e, LLVMValueRef v)
+{
+	E->memo[e->id] = v;
+	E->memo_at[e->id] = E->memo_gen;
+}
+
 /* Emits e once per innermost body (memoised by id). */
 LLVMValueRef
 em_expr(Em *E, const LnExpr *e)
 {
 	LLVMValueRef v = NULL, a[3];
+	KcWork *w = E->ln->work;
 
-	if (E->memo[e->id])
+	if (!kc_work_visit(w, KC_WORK_EMIT)) {
+		kc_work_fail(w, KC_WORK_EMIT, E->err);
+		return NULL;
+	}
+	if (E->memo_at[e->id] == E->memo_gen)
 		return E->memo[e->id];
 	switch (e->kind) {
 	case LNE_CONST:
@@ -641,6 +660,6 @@ em_expr(Em *E, const LnExpr *e)
 		v = emit_op(E, e, a);
 		break;
 	}
-	E->memo[e->id] = v;
+	em_memo_set(E, e, v);
 	return v;
 }

@@ -757,7 +757,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 				set_vars(
 				    E, ep, 0, ep->nloops,
 				    LLVMBuildAdd(b, LLVMBuildMul(b, R, k64(E, G->N), ""), n, ""));
-			memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+			em_memo_reset(E);
 			E->tile_buf = G->c;
 			E->tile_val = t;
 			E->vw = vw;
@@ -771,7 +771,7 @@ emit_gemm(Em *E, const LnStage *st, LLVMValueRef lo, LLVMValueRef hi)
 			}
 			E->tile_buf = -1;
 			E->tile_val = NULL;
-			memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+			em_memo_reset(E);
 			for (int l = 0; l < ep->nloops; l++)
 				E->var[ep->loops[l].var] = NULL;
 		}

@@ -186,7 +186,7 @@ step_value(Em *E, const LnStage *st, LLVMTypeRef at)
 		if (E->jam)
 			E->var[E->jam_var] = LLVMBuildAdd(E->b, E->jam_base,
 			                                  LLVMConstInt(E->i64, (unsigned)r, 0), "");
-		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+		em_memo_reset(E);
 		LLVMValueRef v = em_expr(E, sto->value);
 		if (!v)
 			return NULL;
@@ -355,7 +355,7 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 	if (level == st->nloops && E->body == EB_REG_STEP) {
 		const LnStore *sto = &st->stores[0];
 		KcDtype dt = sto->value->dtype;
-		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+		em_memo_reset(E);
 		LLVMValueRef v = em_expr(E, sto->value);
 		if (!v)
 			return false;
@@ -367,7 +367,7 @@ emit_loops(Em *E, const LnStage *st, int level, LLVMValueRef lo, LLVMValueRef hi
 		return true;
 	}
 	if (level == st->nloops) {
-		memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+		em_memo_reset(E);
 		for (int i = 0; i < st->nstores; i++) {
 			LLVMValueRef v = em_expr(E, st->stores[i].value);
 			if (!v)
@@ -630,14 +630,33 @@ emit_module(const LoopNest *ln, LLVMModuleRef mod, const char *symbol, KcErr *er
 	E->bufp = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nbufs + 1);
 	E->var = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nvars + 1);
 	E->memo = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nexprs + 1);
+	E->memo_at = ARENA_ARRAY(ln->arena, int, ln->nexprs + 1);
+	E->memo_gen = 1; /* memo_at starts at 0: nothing memoised */
+	E->mark = ARENA_ARRAY(ln->arena, int, ln->nexprs + 1);
 	tasks = ARENA_ARRAY(ln->arena, LLVMValueRef, ln->nstages + 1);
 
-	int nmath = 0;
-	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+	/* Each region's body takes every buffer (a parameter with its
+	 * attributes) and its task loads every one from the closure: the
+	 * module holds at least that many values, so that floor is checked
+	 * against the budget before any function is built (compile.c counts
+	 * the module once emitted). */
+	int64_t regions = 0;
 	for (int s = 0; s < ln->nstages; s++) {
-		memset(seen, 0, sizeof(bool) * (size_t)(ln->nexprs + 1));
+		const LnStage *sg = &ln->stages[s];
+		bool empty = false;
+		for (int l = 0; l < sg->nloops; l++)
+			empty |= sg->loops[l].extent == 0;
+		regions += !empty && sg->fused_into < 0 && !sg->fused;
+	}
+	ln->work->n[KC_WORK_EMIT_INSNS] = regions * 3 * (int64_t)ln->nbufs;
+	if ((st = kc_work_check(ln->work, KC_WORK_EMIT_INSNS, err)) != KC_OK)
+		goto done;
+
+	int nmath = 0;
+	for (int s = 0; s < ln->nstages; s++) {
+		E->mark_gen++; /* a node shared by two stages is emitted in each */
 		for (int i = 0; i < ln->stages[s].nstores; i++)
-			nmath += em_count_math(ln->stages[s].stores[i].value, seen);
+			nmath += em_count_math(E, ln->stages[s].stores[i].value);
 	}
 	E->math_inline = nmath <= MATH_INLINE_MAX;
 

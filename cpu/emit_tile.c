@@ -170,19 +170,20 @@ int_of(Em *E, int buf)
 	return LLVMIntTypeInContext(E->ctx, (unsigned)bytes_of(E, buf) * 8);
 }
 
-/* Lists the transposed loads under e (seen: per expr id). */
+/* Lists the transposed loads under e (E->mark at the plan's mark_gen). */
 static void
-find_tloads(Em *E, Plan *P, const LnExpr *e, bool *seen)
+find_tloads(Em *E, Plan *P, const LnExpr *e)
 {
 	int64_t cp, cq;
-	if (seen[e->id])
+	E->ln->work->n[KC_WORK_EMIT]++;
+	if (E->mark[e->id] == E->mark_gen)
 		return;
-	seen[e->id] = true;
+	E->mark[e->id] = E->mark_gen;
 	if (e->kind == LNE_LOAD && e->dyn)
-		find_tloads(E, P, e->dyn, seen);
+		find_tloads(E, P, e->dyn);
 	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
-			find_tloads(E, P, e->args[i], seen);
+			find_tloads(E, P, e->args[i]);
 	if (e->kind != LNE_LOAD || e->dyn || P->nt == MAX_TLOADS || !strides(P, e->idx, &cp, &cq) ||
 	    cp != 1 || cq < 2)
 		return;
@@ -207,14 +208,14 @@ plan(Em *E, const LnStage *st, Plan *P)
 	const LoopNest *ln = E->ln;
 	int L = st->nloops;
 	const LnLoop *in = &st->loops[L - 1];
-	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
 
 	memset(P, 0, sizeof *P);
 	P->st = st;
 	P->vp = st->loops[L - 2].var;
 	P->vq = in->var;
+	E->mark_gen++;
 	for (int i = 0; i < st->nstores; i++)
-		find_tloads(E, P, st->stores[i].value, seen);
+		find_tloads(E, P, st->stores[i].value);
 	/* vw float32s' bytes per vector (64 at most: a register), at most a
 	 * tile */
 	int vw = (in->kind & LNL_VECTORIZED) && in->width > 1 ? in->width : 1;
@@ -276,11 +277,12 @@ static bool
 stores(Em *E, const Plan *P, LLVMValueRef off)
 {
 	const LnStage *st = P->st;
-	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+	em_memo_reset(E);
 	for (int k = 0; off && k < P->nt; k++) {
 		const LnExpr *e = P->tl[k];
-		E->memo[e->id] =
-		    em_load_at(E, E->ln->bufs[e->buf].dtype, gep(E, P->et[k], P->blk[k], off));
+		em_memo_set(
+		    E, e,
+		    em_load_at(E, E->ln->bufs[e->buf].dtype, gep(E, P->et[k], P->blk[k], off)));
 	}
 	for (int i = 0; i < st->nstores; i++) {
 		const LnStore *s = &st->stores[i];
@@ -293,7 +295,7 @@ stores(Em *E, const Plan *P, LLVMValueRef off)
 		else
 			em_store(E, s->buf, s->idx, v);
 	}
-	memset(E->memo, 0, sizeof(LLVMValueRef) * (size_t)E->ln->nexprs);
+	em_memo_reset(E);
 	return true;
 }
 

@@ -213,6 +213,10 @@ kc_workload(CompileCtx *c, const KcGraph *g, KcWorkload *out)
 	for (int i = 0; i < g->nnodes; i++)
 		canon[i] = -1;
 	int n = number_nodes(a, g, canon, order);
+	/* the walk pushes each node once and reads each operand once */
+	g->work->n[KC_WORK_CANON] += n;
+	for (int k = 0; k < n; k++)
+		g->work->n[KC_WORK_CANON] += order[k]->nin;
 
 	KcBuf b = {0};
 	kc_buf_printf(&b, "{\"kcs_workload\":%d,\"inputs\":[", KC_WORKLOAD_FORMAT);

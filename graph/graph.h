@@ -158,6 +158,26 @@ struct IrNode {
 	IrAttrs attrs;
 };
 
+/* ---- work counters and the work budget (work.def, work.c) ----------------
+ * Every pass over a DAG counts its steps into the compile's KcWork, which
+ * also holds the budget (KcLimits' work fields, defaults resolved): a walk
+ * that visits each node once counts a small multiple of the nodes, and a
+ * count over its limit is KC_WORK_BUDGET (422) naming the pass and the
+ * limit. Lives in the CompileCtx; the graph and the loop nest point to it. */
+typedef enum KcWorkKind { WK_NODES, WK_STAGES, WK_INSNS } KcWorkKind;
+
+typedef enum KcWorkCounter {
+#define W(e, sec, pass, kind) KC_WORK_##e,
+#include "work.def"
+#undef W
+	KC_WORK_COUNT
+} KcWorkCounter;
+
+typedef struct KcWork {
+	int64_t n[KC_WORK_COUNT];
+	int64_t max_nodes, max_stages, max_insns; /* resolved: never 0 */
+} KcWork;
+
 struct IrGraph {
 	const char *name;    /* top-level "op" */
 	const char *process; /* "cpu", "cuda", "aicore" or NULL */
@@ -173,10 +193,12 @@ struct IrGraph {
 	IrNode **nodes; /* topological order */
 	int nvalues;
 	IrValue **values;
+	KcWork *work; /* the counters of the CompileCtx that parsed it */
 };
 
 struct CompileCtx {
 	Arena *arena;
+	KcWork work; /* set up by kc_parse from its limits */
 };
 
 /* ---- ir.c: tables, contexts, graph dump ---------------------------------- */
@@ -186,6 +208,28 @@ IrOp ir_op_lookup(const char *name);
 KcDtype kc_dtype_lookup(const char *name);
 /* Textual dump of the graph (pass "graph"). */
 void ir_graph_print(const IrGraph *g, KcBuf *out);
+
+/* ---- work.c: the work counters -------------------------------------------- */
+/* The budget of lim (NULL or zero fields: the defaults, which scale with
+ * the resolved max_ops), every counter 0. */
+void kc_work_init(KcWork *w, const KcLimits *lim);
+/* Counts one step of WK_NODES counter k; false once the count is over
+ * max_nodes (the walk may stop: kc_work_fail says why). */
+static inline bool
+kc_work_visit(KcWork *w, KcWorkCounter k)
+{
+	return ++w->n[k] <= w->max_nodes;
+}
+/* KC_WORK_BUDGET for counter k, where its pass, the message naming the
+ * count and the limit it passed. */
+KcStatus kc_work_fail(const KcWork *w, KcWorkCounter k, KcErr *err);
+/* Checks counter k (KC_OK within its limit, else kc_work_fail). */
+KcStatus kc_work_check(const KcWork *w, KcWorkCounter k, KcErr *err);
+/* Zeroes the counters printed in the sections from `from` on (what one
+ * kc_compile counts), keeping the graph's. */
+void kc_work_reset(KcWork *w, KcPass from);
+/* Appends the section's line: "; work: lower=12 collapse=3 stages=1 ...". */
+void kc_work_print(const KcWork *w, KcPass section, KcBuf *out);
 
 /* ---- parse.c: composite JSON -> IrGraph ---------------------------------- */
 /* (kc_parse in compiler.h) */

@@ -1516,39 +1516,74 @@ mark_indices(const IrGraph *g, int64_t *bound)
 	}
 }
 
+struct KcRandomInputs {
+	const IrGraph *g;
+	char *need;     /* mark_positive */
+	int64_t *bound; /* mark_indices */
+	uint64_t s;     /* one splitmix64 stream over every input in order */
+	int input;      /* where the stream is: the next element of this input */
+	int64_t next;
+};
+
+KcRandomInputs *
+kc_interp_random_begin(CompileCtx *c, const KcGraph *g, uint64_t seed)
+{
+	KcRandomInputs *r = ARENA_ARRAY(compile_ctx_arena(c), KcRandomInputs, 1);
+	r->g = g;
+	r->need = ARENA_ARRAY(compile_ctx_arena(c), char, g->nvalues);
+	r->bound = ARENA_ARRAY(compile_ctx_arena(c), int64_t, g->nvalues);
+	r->s = seed;
+	r->input = 0;
+	r->next = 0;
+	mark_positive(g, r->need);
+	mark_indices(g, r->bound);
+	return r;
+}
+
+void
+kc_interp_random_next(KcRandomInputs *r, int input, int64_t n, void *dst)
+{
+	/* the values depend on the position in the one stream: callers go in order */
+	KC_ASSERT(input >= 0 && input < r->g->ninputs);
+	while (input > r->input) {
+		KC_ASSERT(r->next == r->g->inputs[r->input]->numel);
+		r->input++;
+		r->next = 0;
+	}
+	KC_ASSERT(input == r->input);
+	const IrValue *x = r->g->inputs[input];
+	KC_ASSERT(n >= 0 && n <= x->numel - r->next);
+	int pos = r->need[x->id]; /* 1: positive, 2: in [-1, 1), 3: >= 1 */
+	int64_t bound = r->bound[x->id];
+	for (int64_t e = 0; e < n; e++) {
+		uint64_t v = rng_next(&r->s);
+		Cell cell;
+		if (x->dtype == KC_DT_BOOL) {
+			cell.i = (int64_t)(v >> 63);
+		} else if (bound > 0) { /* a valid index */
+			cell.i = (int64_t)(v % (uint64_t)bound);
+			if (isfl(x->dtype))
+				cell.f = (double)cell.i;
+		} else if (isfl(x->dtype)) {
+			double u = (double)(v >> 11) * 0x1p-53; /* [0, 1) */
+			cell.f = round_fl(pos == 1   ? 0.5 + 1.5 * u
+			                  : pos == 2 ? -1.0 + 2.0 * u
+			                  : pos == 3 ? 1.0 + 1.5 * u
+			                             : -2.0 + 4.0 * u,
+			                  x->dtype);
+		} else {
+			int64_t lo = pos || !issigned(x->dtype) ? 1 : -5;
+			cell.i = lo + (int64_t)(v % (uint64_t)(6 - lo));
+		}
+		store(dst, e, x->dtype, cell);
+	}
+	r->next += n;
+}
+
 void
 kc_interp_random_inputs(CompileCtx *c, const KcGraph *g, uint64_t seed, void *const *args)
 {
-	char *need = ARENA_ARRAY(compile_ctx_arena(c), char, g->nvalues);
-	int64_t *bound = ARENA_ARRAY(compile_ctx_arena(c), int64_t, g->nvalues);
-	uint64_t s = seed;
-
-	mark_positive(g, need);
-	mark_indices(g, bound);
-	for (int i = 0; i < g->ninputs; i++) {
-		const IrValue *x = g->inputs[i];
-		int pos = need[x->id]; /* 1: positive, 2: in [-1, 1), 3: >= 1 */
-		for (int64_t e = 0; e < x->numel; e++) {
-			uint64_t r = rng_next(&s);
-			Cell cell;
-			if (x->dtype == KC_DT_BOOL) {
-				cell.i = (int64_t)(r >> 63);
-			} else if (bound[x->id] > 0) { /* a valid index */
-				cell.i = (int64_t)(r % (uint64_t)bound[x->id]);
-				if (isfl(x->dtype))
-					cell.f = (double)cell.i;
-			} else if (isfl(x->dtype)) {
-				double u = (double)(r >> 11) * 0x1p-53; /* [0, 1) */
-				cell.f = round_fl(pos == 1   ? 0.5 + 1.5 * u
-				                  : pos == 2 ? -1.0 + 2.0 * u
-				                  : pos == 3 ? 1.0 + 1.5 * u
-				                             : -2.0 + 4.0 * u,
-				                  x->dtype);
-			} else {
-				int64_t lo = pos || !issigned(x->dtype) ? 1 : -5;
-				cell.i = lo + (int64_t)(r % (uint64_t)(6 - lo));
-			}
-			store(args[i], e, x->dtype, cell);
-		}
-	}
+	KcRandomInputs *r = kc_interp_random_begin(c, g, seed);
+	for (int i = 0; i < g->ninputs; i++)
+		kc_interp_random_next(r, i, g->inputs[i]->numel, args[i]);
 }

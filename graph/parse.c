@@ -1072,6 +1072,13 @@ kc_parse(CompileCtx *c, const char *json, size_t len, const KcLimits *lim, KcGra
 		KC_ASSERT(!err || err->status != KC_OK);
 		return st;
 	}
+	/* the budget kc_compile holds this graph to; parsing itself reads
+	 * each op, operand and output once (a hash table resolves names) */
+	kc_work_init(&c->work, &p.lim);
+	p.g->work = &c->work;
+	c->work.n[KC_WORK_PARSE] = p.g->nnodes + p.g->noutputs;
+	for (int n = 0; n < p.g->nnodes; n++)
+		c->work.n[KC_WORK_PARSE] += p.g->nodes[n]->nin;
 	*out = p.g;
 	return KC_OK;
 }

@@ -30,6 +30,13 @@
  * registers and vw vector stores, with scalar code at the edges. A
  * permuted copy that keeps its innermost axis (no transpose within it)
  * runs its outer loops in its input's order instead (read_order).
+ *
+ * Work: the transforms run per stage (or per candidate group), so what
+ * they allocate and clear is per stage too: expression marks are stamped
+ * per listing, per-var and per-buffer tables are reset entry by entry
+ * (LnScratch, the group's touched lists), and a buffer's readers outside a
+ * group come from its first and last referencing stage, computed once.
+ * Every walk counts its steps in KC_WORK_SCHEDULE.
  */
 #include <string.h>
 
@@ -50,6 +57,7 @@
 static LnIdx *
 subst(LoopNest *ln, LnIdx *x, int n, const int *from, LnIdx *const *to)
 {
+	ln->work->n[KC_WORK_SCHEDULE]++;
 	switch (x->kind) {
 	case LNI_CONST: return x;
 	case LNI_VAR:
@@ -69,16 +77,17 @@ subst(LoopNest *ln, LnIdx *x, int n, const int *from, LnIdx *const *to)
 
 /* Does x mention a var with lvl[var] >= 0? */
 static bool
-mentions(const LnIdx *x, const int *lvl)
+mentions(const LoopNest *ln, const LnIdx *x, const int *lvl)
 {
+	ln->work->n[KC_WORK_SCHEDULE]++;
 	switch (x->kind) {
 	case LNI_CONST: return false;
 	case LNI_VAR: return lvl[x->var] >= 0;
-	case LNI_ADD: return mentions(x->a, lvl) || mentions(x->b, lvl);
+	case LNI_ADD: return mentions(ln, x->a, lvl) || mentions(ln, x->b, lvl);
 	case LNI_MUL:
 	case LNI_DIV:
 	case LNI_MOD:
-	case LNI_RSUB: return mentions(x->a, lvl);
+	case LNI_RSUB: return mentions(ln, x->a, lvl);
 	}
 	return false;
 }
@@ -89,6 +98,7 @@ mentions(const LnIdx *x, const int *lvl)
 static bool
 decomp(LoopNest *ln, const LnIdx *x, int64_t k, const int *lvl, int64_t *coef, LnIdx **inner)
 {
+	ln->work->n[KC_WORK_SCHEDULE]++;
 	switch (x->kind) {
 	case LNI_CONST: *inner = ln_idx_add(ln, *inner, ln_idx_const(ln, k * x->c)); return true;
 	case LNI_VAR:
@@ -104,7 +114,7 @@ decomp(LoopNest *ln, const LnIdx *x, int64_t k, const int *lvl, int64_t *coef, L
 	case LNI_DIV:
 	case LNI_MOD:
 	case LNI_RSUB:
-		if (mentions(x, lvl))
+		if (mentions(ln, x, lvl))
 			return false;
 		break;
 	}
@@ -113,26 +123,74 @@ decomp(LoopNest *ln, const LnIdx *x, int64_t k, const int *lvl, int64_t *coef, L
 }
 
 /* Scratch for listing a stage's LOAD and INDEX nodes: marks stamped per
- * listing, so a pass allocates it once (no new exprs may be made while it
- * is in use: it is sized by nexprs). */
+ * listing, grown (refs_fit) when the pass has made nodes since, so a pass
+ * allocates it about once. */
 typedef struct Refs {
+	LoopNest *ln;
 	int *mark;
-	int stamp;
+	int stamp, cap;
 	LnExpr **out;
 } Refs;
+
+/* Room for every expr id of the nest; a fresh block is zeroed and stamps
+ * only grow, so no mark in it matches a later stamp. */
+static void
+refs_fit(Refs *r)
+{
+	LoopNest *ln = r->ln;
+	if (ln->nexprs < r->cap)
+		return;
+	int c = r->cap ? r->cap : 64;
+	while (c <= ln->nexprs)
+		c *= 2;
+	r->mark = ARENA_ARRAY(ln->arena, int, c);
+	r->out = ARENA_ARRAY(ln->arena, LnExpr *, c);
+	r->cap = c;
+}
 
 static Refs *
 refs_new(LoopNest *ln)
 {
 	Refs *r = ARENA_NEW(ln->arena, Refs);
-	r->mark = ARENA_ARRAY(ln->arena, int, ln->nexprs + 1);
-	r->out = ARENA_ARRAY(ln->arena, LnExpr *, ln->nexprs + 1);
+	r->ln = ln;
+	refs_fit(r);
 	return r;
+}
+
+struct LnScratch {
+	Refs *refs;
+	int *lvl; /* per var, -1 between uses (each user resets what it set) */
+	int lvlcap;
+};
+
+LnScratch *
+ln_scratch_new(LoopNest *ln)
+{
+	LnScratch *x = ARENA_NEW(ln->arena, LnScratch);
+	x->refs = refs_new(ln);
+	return x;
+}
+
+/* The per-var level map, every entry -1, with room for every var. */
+static int *
+scratch_lvl(LoopNest *ln, LnScratch *x)
+{
+	if (ln->nvars >= x->lvlcap) {
+		int c = x->lvlcap ? x->lvlcap : 64;
+		while (c <= ln->nvars)
+			c *= 2;
+		x->lvl = ARENA_ARRAY(ln->arena, int, c);
+		for (int v = 0; v < c; v++)
+			x->lvl[v] = -1;
+		x->lvlcap = c;
+	}
+	return x->lvl;
 }
 
 static void
 collect(Refs *r, LnExpr *e, int *n)
 {
+	r->ln->work->n[KC_WORK_SCHEDULE]++;
 	if (r->mark[e->id] == r->stamp)
 		return;
 	r->mark[e->id] = r->stamp;
@@ -149,6 +207,7 @@ collect(Refs *r, LnExpr *e, int *n)
 static LnExpr **
 stage_refs(Refs *r, const LnStage *st, int *n)
 {
+	refs_fit(r);
 	r->stamp++;
 	*n = 0;
 	for (int i = 0; i < st->nstores; i++)
@@ -162,15 +221,12 @@ stage_refs(Refs *r, const LnStage *st, int *n)
  * innermost loop and reads an input contiguously along the one outside it
  * (strided along the innermost); 0 when it is not one. */
 static int
-tile_of(LoopNest *ln, LnStage *st, Refs *R, int tile)
+tile_of(LoopNest *ln, LnStage *st, Refs *R, int *lvl, int tile)
 {
 	int L = st->nloops, nr;
 	bool wr = false, rd = false;
 	int64_t ep = st->loops[L - 2].extent, eq = st->loops[L - 1].extent;
-	int *lvl = ARENA_ARRAY(ln->arena, int, ln->nvars + 1);
 
-	for (int v = 0; v < ln->nvars; v++)
-		lvl[v] = -1;
 	lvl[st->loops[L - 2].var] = 0;
 	lvl[st->loops[L - 1].var] = 1;
 	for (int i = 0; i < st->nstores; i++) {
@@ -206,14 +262,11 @@ tile_of(LoopNest *ln, LnStage *st, Refs *R, int tile)
  * in runs: reads are what stall a copy (4096 rows of 64 floats: 0.60 of
  * the triad in the output's order, 0.86 in the input's, in C). */
 static void
-read_order(LoopNest *ln, LnStage *st, Refs *R, int vector_width)
+read_order(LoopNest *ln, LnStage *st, Refs *R, int *lvl, int vector_width)
 {
 	int L = st->nloops, nr, pick = -1;
 	int64_t pts = 1, c[LN_MAX_LOOPS], cs[LN_MAX_LOOPS];
-	int *lvl = ARENA_ARRAY(ln->arena, int, ln->nvars + 1);
 
-	for (int v = 0; v < ln->nvars; v++)
-		lvl[v] = -1;
 	for (int l = 0; l < L; l++) {
 		lvl[st->loops[l].var] = l;
 		pts *= st->loops[l].extent;
@@ -259,15 +312,27 @@ read_order(LoopNest *ln, LnStage *st, Refs *R, int vector_width)
 	             ln->bufs[s->buf].numel * bytes >= LN_STREAM_MIN_BYTES;
 }
 
+/* lvl back to all -1: only st's loop vars were set */
+static void
+lvl_clear(const LnStage *st, int *lvl)
+{
+	for (int l = 0; l < st->nloops; l++)
+		lvl[st->loops[l].var] = -1;
+}
+
 void
-sched_tile(LoopNest *ln, LnStage *st, int tile, int vector_width)
+sched_tile(LoopNest *ln, LnScratch *x, LnStage *st, int tile, int vector_width)
 {
 	if (tile == 1 || st->nred > 0 || st->nloops < 2 || st->gemm || st->fused_into >= 0)
 		return;
-	Refs *R = refs_new(ln);
-	st->tile = tile_of(ln, st, R, tile);
-	if (st->tile == 0 && st->nloops >= 3)
-		read_order(ln, st, R, vector_width);
+	int *lvl = scratch_lvl(ln, x);
+	st->tile = tile_of(ln, st, x->refs, lvl, tile);
+	lvl_clear(st, lvl);
+	if (st->tile == 0 && st->nloops >= 3) {
+		/* (read_order permutes the loops: their vars stay the same set) */
+		read_order(ln, st, x->refs, lvl, vector_width);
+		lvl_clear(st, lvl);
+	}
 }
 
 /* ---- streaming stores ------------------------------------------------------ */
@@ -285,30 +350,32 @@ sched_tile(LoopNest *ln, LnStage *st, int tile, int vector_width)
  * emit_stream delays a vector's stores until its values are computed).
  * One store at most, the first that qualifies: the loop aligns its vectors
  * to that output's lines, and another output may sit at another offset. */
-/* Does e use an OPF_COSTLY op (seen: per expr id)? */
+/* Does e use an OPF_COSTLY op (r's marks at its current stamp)? */
 static bool
-costly(const LnExpr *e, bool *seen)
+costly(Refs *r, const LnExpr *e)
 {
-	if (seen[e->id])
+	r->ln->work->n[KC_WORK_SCHEDULE]++;
+	if (r->mark[e->id] == r->stamp)
 		return false;
-	seen[e->id] = true;
+	r->mark[e->id] = r->stamp;
 	if (e->kind == LNE_LOAD && e->dyn)
-		return costly(e->dyn, seen);
+		return costly(r, e->dyn);
 	if (e->kind != LNE_OP)
 		return false;
 	if (ir_op_info[e->op].flags & OPF_COSTLY)
 		return true;
 	for (int i = 0; i < e->nargs; i++)
-		if (costly(e->args[i], seen))
+		if (costly(r, e->args[i]))
 			return true;
 	return false;
 }
 
+static void stream_store(LoopNest *ln, LnScratch *x, LnStage *st, int *lvl);
+
 void
-sched_stream(LoopNest *ln, LnStage *st)
+sched_stream(LoopNest *ln, LnScratch *x, LnStage *st)
 {
-	int L = st->nloops, nr;
-	const LnLoop *in = &st->loops[L - 1];
+	const LnLoop *in = &st->loops[st->nloops - 1];
 
 	st->ntmask = 0;
 	if (!st->nontemporal || st->nred > 0 || st->gemm || st->fused_into >= 0 || st->tile > 0 ||
@@ -317,16 +384,25 @@ sched_stream(LoopNest *ln, LnStage *st)
 	/* a transcendental per element makes the stage compute-bound: its
 	 * stores are far below the bandwidth, and streaming them measured
 	 * slower (GeLU over 16M floats: 8.7 ms streamed, 7.6 ms cached) */
-	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+	Refs *R = x->refs;
+	refs_fit(R);
+	R->stamp++; /* one walk over the stage's stores */
 	for (int i = 0; i < st->nstores; i++)
-		if (costly(st->stores[i].value, seen))
+		if (costly(R, st->stores[i].value))
 			return;
-	int *lvl = ARENA_ARRAY(ln->arena, int, ln->nvars + 1);
-	for (int v = 0; v < ln->nvars; v++)
-		lvl[v] = -1;
+	int *lvl = scratch_lvl(ln, x);
 	lvl[in->var] = 0;
-	Refs *R = refs_new(ln);
-	LnExpr **refs = stage_refs(R, st, &nr);
+	stream_store(ln, x, st, lvl);
+	lvl[in->var] = -1;
+}
+
+/* sched_stream's choice of the store, lvl set for the innermost loop. */
+static void
+stream_store(LoopNest *ln, LnScratch *x, LnStage *st, int *lvl)
+{
+	int L = st->nloops, nr;
+	const LnLoop *in = &st->loops[L - 1];
+	LnExpr **refs = stage_refs(x->refs, st, &nr);
 	for (int i = 0; i < st->nstores && i < 32; i++) {
 		const LnStore *s = &st->stores[i];
 		const LnBuf *b = &ln->bufs[s->buf];
@@ -339,6 +415,7 @@ sched_stream(LoopNest *ln, LnStage *st)
 		    !decomp(ln, s->idx, 1, lvl, &c, &rest) || c != 1)
 			continue;
 		bool ok = true;
+		ln->work->n[KC_WORK_SCHEDULE] += nr;
 		for (int k = 0; k < nr && ok; k++)
 			ok = refs[k]->kind != LNE_LOAD || refs[k]->buf != s->buf ||
 			     (!refs[k]->dyn && ln_idx_equal(refs[k]->idx, s->idx));
@@ -376,7 +453,7 @@ rf_chunks(const LnStage *st)
 
 /* Stage st -> partials (*a, in place) and their combination (*b). */
 static void
-rf_split(LoopNest *ln, LnStage *a, LnStage *b, int T)
+rf_split(LoopNest *ln, Refs *R, LnStage *a, LnStage *b, int T)
 {
 	int rb = ln_red_begin(a), nr;
 	LnLoop old = a->loops[rb];
@@ -393,7 +470,7 @@ rf_split(LoopNest *ln, LnStage *a, LnStage *b, int T)
 	int t = ln_var_new(ln, T), j = ln_var_new(ln, C);
 	LnIdx *to = ln_idx_add(ln, ln_idx_mul(ln, ln_idx_var(ln, t), C), ln_idx_var(ln, j));
 	int from = old.var;
-	LnExpr **refs = stage_refs(refs_new(ln), a, &nr);
+	LnExpr **refs = stage_refs(R, a, &nr);
 	for (int i = 0; i < nr; i++)
 		refs[i]->idx = subst(ln, refs[i]->idx, 1, &from, &to);
 	memmove(&a->loops[rb + 1], &a->loops[rb], sizeof(LnLoop) * (size_t)(a->nloops - rb));
@@ -448,13 +525,14 @@ sched_rfactor(LoopNest *ln, KcErr *err)
 		return KC_OK;
 	LnStage *ns = ARENA_ARRAY(ln->arena, LnStage, ln->nstages + n + 1);
 	int *at = ARENA_ARRAY(ln->arena, int, ln->nstages + 1); /* old -> new index */
+	Refs *R = refs_new(ln);
 	int k = 0;
 	for (int s = 0; s < ln->nstages; s++) {
 		int T = rf_chunks(&ln->stages[s]);
 		at[s] = k;
 		ns[k] = ln->stages[s];
 		if (T > 0) {
-			rf_split(ln, &ns[k], &ns[k + 1], T);
+			rf_split(ln, R, &ns[k], &ns[k + 1], T);
 			k++;
 		}
 		k++;
@@ -521,23 +599,52 @@ typedef struct Group {
 	int64_t *rowR; /* buffer -> its row block (writer's R), 0 = no row layout */
 	LnIdx **winner;
 	Refs *refs;
+	/* what group_ok set, to reset before the next candidate: the buffers
+	 * whose entries it changed (once each), the vars it gave a level */
+	bool *touched;
+	int *tbufs, ntbufs;
+	int *tvars, ntvars;
+	/* per buffer, the first and last stage that loads or stores it */
+	int *first, *last;
+	bool *mklocal; /* buffer -> made local by commit (reset by it) */
 } Group;
+
+static void
+touch(Group *G, int b)
+{
+	if (!G->touched[b]) {
+		G->touched[b] = true;
+		G->tbufs[G->ntbufs++] = b;
+	}
+}
+
+/* The tables back to their resting state (what group_ok set, undone). */
+static void
+group_clear(Group *G)
+{
+	for (int i = 0; i < G->ntbufs; i++) {
+		int b = G->tbufs[i];
+		G->writer[b] = -1;
+		G->read[b] = false;
+		G->rowR[b] = 0;
+		G->touched[b] = false;
+	}
+	for (int i = 0; i < G->ntvars; i++)
+		G->lvl[G->tvars[i]] = -1;
+	G->ntbufs = G->ntvars = 0;
+}
 
 /* Is the candidate group stages[a .. a+n) with P shared loops legal? */
 static bool
 group_ok(LoopNest *ln, Group *G)
 {
 	int64_t c[LN_MAX_LOOPS];
-	for (int v = 0; v < ln->nvars; v++)
-		G->lvl[v] = -1;
-	for (int i = 0; i < ln->nbufs; i++) {
-		G->writer[i] = -1;
-		G->read[i] = false;
-		G->rowR[i] = 0;
-	}
+	group_clear(G);
 	for (int k = G->a; k < G->a + G->n; k++)
-		for (int l = 0; l < G->P; l++)
+		for (int l = 0; l < G->P; l++) {
 			G->lvl[ln->stages[k].loops[l].var] = l;
+			G->tvars[G->ntvars++] = ln->stages[k].loops[l].var;
+		}
 	for (int k = G->a; k < G->a + G->n; k++) {
 		LnStage *st = &ln->stages[k];
 		int nr;
@@ -546,6 +653,7 @@ group_ok(LoopNest *ln, Group *G)
 			LnExpr *e = refs[i];
 			if (e->kind != LNE_LOAD)
 				continue;
+			touch(G, e->buf);
 			G->read[e->buf] = true;
 			if (G->writer[e->buf] < 0)
 				continue; /* written before the group (or never) */
@@ -558,6 +666,7 @@ group_ok(LoopNest *ln, Group *G)
 			const LnStage *w = &ln->stages[G->writer[e->buf]];
 			int64_t cw[LN_MAX_LOOPS], R;
 			LnIdx *win;
+			ln->work->n[KC_WORK_SCHEDULE] += w->nstores;
 			for (int s = 0; s < w->nstores; s++)
 				if (w->stores[s].buf == e->buf)
 					row_layout(ln, w, w->stores[s].idx, G->lvl, G->P, cw, &win,
@@ -574,6 +683,7 @@ group_ok(LoopNest *ln, Group *G)
 			LnIdx *win;
 			if (G->writer[b] >= 0 || G->read[b])
 				return false; /* written twice, or read before written */
+			touch(G, b);
 			G->writer[b] = k;
 			if (row_layout(ln, st, st->stores[i].idx, G->lvl, G->P, c, &win, &R)) {
 				G->rowR[b] = R;
@@ -614,45 +724,45 @@ commit(LoopNest *ln, Group *G)
 		}
 	}
 	lead->loops[par].kind = LNL_PARALLEL;
-	/* workspaces written and read only inside the group, a row at a time */
+	/* workspaces written and read only inside the group, a row at a time:
+	 * among the buffers the group touches, those no stage outside it
+	 * loads or stores */
 	group_ok(ln, G); /* refresh the tables for the final group */
-	bool *outside = ARENA_ARRAY(ln->arena, bool, ln->nbufs + 1);
-	for (int s = 0; s < ln->nstages; s++) {
-		if (s >= G->a && s < G->a + G->n)
-			continue;
-		int nr;
-		LnExpr **refs = stage_refs(G->refs, &ln->stages[s], &nr);
-		for (int i = 0; i < nr; i++)
-			if (refs[i]->kind == LNE_LOAD)
-				outside[refs[i]->buf] = true;
-		for (int i = 0; i < ln->stages[s].nstores; i++)
-			outside[ln->stages[s].stores[i].buf] = true;
-	}
-	for (int b = 0; b < ln->nbufs; b++) {
+	int nlocal = 0;
+	for (int i = 0; i < G->ntbufs; i++) {
+		int b = G->tbufs[i];
 		LnBuf *buf = &ln->bufs[b];
-		if (buf->arg >= 0 || buf->local || G->writer[b] < 0 || !G->read[b] || outside[b] ||
+		bool outside = G->first[b] < G->a || G->last[b] >= G->a + G->n;
+		if (buf->arg >= 0 || buf->local || G->writer[b] < 0 || !G->read[b] || outside ||
 		    G->rowR[b] == 0 ||
 		    G->rowR[b] * kc_dtype_info[buf->dtype].bytes > LOCAL_MAX_BYTES)
 			continue;
 		buf->local = true;
 		buf->numel = G->rowR[b];
-		for (int k = G->a; k < G->a + G->n; k++) {
-			LnStage *st = &ln->stages[k];
-			int nr;
-			LnExpr **refs = stage_refs(G->refs, st, &nr);
-			for (int i = 0; i < nr; i++) {
-				int64_t c[LN_MAX_LOOPS] = {0};
-				LnIdx *in = ln_idx_const(ln, 0);
-				if (refs[i]->kind != LNE_LOAD || refs[i]->buf != b)
-					continue;
-				decomp(ln, refs[i]->idx, 1, G->lvl, c, &in);
-				refs[i]->idx = in;
-			}
-			for (int i = 0; i < st->nstores; i++)
-				if (st->stores[i].buf == b)
-					st->stores[i].idx = G->winner[b];
-		}
+		G->mklocal[b] = true;
+		nlocal++;
 	}
+	if (nlocal == 0)
+		return;
+	/* their loads read the row block, their stores write it */
+	for (int k = G->a; k < G->a + G->n; k++) {
+		LnStage *st = &ln->stages[k];
+		int nr;
+		LnExpr **refs = stage_refs(G->refs, st, &nr);
+		for (int i = 0; i < nr; i++) {
+			int64_t c[LN_MAX_LOOPS] = {0};
+			LnIdx *in = ln_idx_const(ln, 0);
+			if (refs[i]->kind != LNE_LOAD || !G->mklocal[refs[i]->buf])
+				continue;
+			decomp(ln, refs[i]->idx, 1, G->lvl, c, &in);
+			refs[i]->idx = in;
+		}
+		for (int i = 0; i < st->nstores; i++)
+			if (G->mklocal[st->stores[i].buf])
+				st->stores[i].idx = G->winner[st->stores[i].buf];
+	}
+	for (int i = 0; i < G->ntbufs; i++)
+		G->mklocal[G->tbufs[i]] = false;
 }
 
 KcStatus
@@ -667,9 +777,38 @@ sched_fuse_rows(LoopNest *ln, KcErr *err)
 	G.rowR = ARENA_ARRAY(ln->arena, int64_t, ln->nbufs + 1);
 	G.winner = ARENA_ARRAY(ln->arena, LnIdx *, ln->nbufs + 1);
 	G.refs = refs_new(ln);
-	for (int s = 0; s < ln->nstages; s++)
-		for (int i = 0; i < ln->stages[s].nstores; i++)
-			G.nwrites[ln->stages[s].stores[i].buf]++;
+	G.touched = ARENA_ARRAY(ln->arena, bool, ln->nbufs + 1);
+	G.tbufs = ARENA_ARRAY(ln->arena, int, ln->nbufs + 1);
+	G.tvars = ARENA_ARRAY(ln->arena, int, MAX_GROUP *LN_MAX_LOOPS + 1);
+	G.ntbufs = G.ntvars = 0;
+	G.first = ARENA_ARRAY(ln->arena, int, ln->nbufs + 1);
+	G.last = ARENA_ARRAY(ln->arena, int, ln->nbufs + 1);
+	G.mklocal = ARENA_ARRAY(ln->arena, bool, ln->nbufs + 1);
+	for (int v = 0; v < ln->nvars; v++)
+		G.lvl[v] = -1;
+	for (int b = 0; b < ln->nbufs; b++) {
+		G.writer[b] = -1;
+		G.first[b] = ln->nstages;
+		G.last[b] = -1;
+	}
+	/* which stages load or store each buffer: fusion changes indices,
+	 * never buffers or the stage list */
+	for (int s = 0; s < ln->nstages; s++) {
+		const LnStage *st = &ln->stages[s];
+		int nr;
+		LnExpr **refs = stage_refs(G.refs, st, &nr);
+		for (int i = 0; i < nr + st->nstores; i++) {
+			int b = i >= nr                     ? st->stores[i - nr].buf
+			        : refs[i]->kind == LNE_LOAD ? refs[i]->buf
+			                                    : -1;
+			if (b < 0)
+				continue;
+			G.first[b] = G.first[b] < s ? G.first[b] : s;
+			G.last[b] = s;
+		}
+		for (int i = 0; i < st->nstores; i++)
+			G.nwrites[st->stores[i].buf]++;
+	}
 	for (int a = 0; a < ln->nstages;) {
 		const LnStage *lead = &ln->stages[a];
 		int P = lead_spatial(lead), n = 1;

@@ -40,6 +40,9 @@ struct LnIdx {
 	int64_t c;    /* CONST: value; MUL/DIV/MOD: the constant right operand */
 	int var;      /* VAR */
 	LnIdx *a, *b; /* ADD: a + b; MUL/DIV/MOD: a op c; RSUB: c - a */
+	int64_t max;  /* ln_idx_max, set when the node is made (its operands and
+	               * var extents never change after), so asking for a bound
+	               * never walks the tree */
 };
 
 /* ---- value expressions -------------------------------------------------- */
@@ -265,6 +268,7 @@ typedef struct LoopNest {
 	 * without (their fptrunc would call a compiler-rt helper). Set by
 	 * compile.c from the target. */
 	bool hw_half;
+	KcWork *work; /* the compile's counters and budget (the graph's) */
 } LoopNest;
 
 /* ---- schedules ------------------------------------------------------------ */
@@ -311,8 +315,11 @@ KcStatus ln_lower(Arena *a, const IrGraph *g, LoopNest **out, KcErr *err);
 /* How many stages ln_lower makes for g (what a schedule is sized by), and
  * how many reductions and matmuls g has (the template classification). */
 int ln_count_stages(Arena *a, const IrGraph *g, int *nreduce, int *nmatmul);
-/* Structural checks: indices in bounds, vars bound, dtypes consistent. */
-KcStatus ln_verify(const LoopNest *ln, const char *pass, KcErr *err);
+/* Structural checks: indices in bounds, vars bound, dtypes consistent;
+ * each stage's expression DAG is walked once, counted in counter k
+ * (KC_WORK_VERIFY_LOWER or KC_WORK_VERIFY_SCHEDULE, which also names the
+ * pass in an error). */
+KcStatus ln_verify(const LoopNest *ln, KcWorkCounter k, KcErr *err);
 /* Index constructors (simplifying). */
 int ln_var_new(LoopNest *ln, int64_t extent);
 LnIdx *ln_idx_const(LoopNest *ln, int64_t c);
@@ -371,15 +378,20 @@ LnExpr *ln_expr_coerce(LoopNest *ln, LnExpr *e, KcDtype dt);
 int ln_workspace_new(LoopNest *ln, const char *name, KcDtype dt, int64_t numel);
 
 /* ---- fuse.c: schedule transforms across loops and stages ------------------ */
+/* What the per-stage transforms reuse from stage to stage (expression
+ * marks, a per-var map), so each stage costs its own size, not the nest's:
+ * one per pass over the stages. */
+typedef struct LnScratch LnScratch;
+LnScratch *ln_scratch_new(LoopNest *ln);
 /* Tile a transpose-like injective stage (its innermost store loop reads
  * with a large stride) into tile x tile blocks (sets st->tile), or put a
  * permuted copy's loops in its input's order (st->stream when its vectors
  * of vector_width elements hold whole cache lines); tile 0 = auto, 1 =
  * off. */
-void sched_tile(LoopNest *ln, LnStage *st, int tile, int vector_width);
+void sched_tile(LoopNest *ln, LnScratch *x, LnStage *st, int tile, int vector_width);
 /* Marks the stores of an injective stage that go non-temporally
  * (st->ntmask); after the vector widths are set. */
-void sched_stream(LoopNest *ln, LnStage *st);
+void sched_stream(LoopNest *ln, LnScratch *x, LnStage *st);
 /* Split full reductions (too little spatial work) into partials + combine
  * (rfactor); annotates the stages it makes. */
 KcStatus sched_rfactor(LoopNest *ln, KcErr *err);

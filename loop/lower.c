@@ -23,6 +23,12 @@
  * chain is one flat loop and [16,768] + [768] is rows x 768; a reduction
  * stage never merges a spatial loop with a reduction loop. Index
  * expressions are built by index.c, checked by verify.c.
+ *
+ * Work: the memo is per stage without being cleared per stage (memo_at
+ * stamps each value's list with its stage), and dim merging reuses one
+ * grown scratch, so a stage costs its own size; every value_at call and
+ * memo probe counts in KC_WORK_LOWER (checked as it goes: the walk stops
+ * at the budget), dim merging in KC_WORK_COLLAPSE, the plan where it runs.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -69,14 +75,28 @@ struct Memo {
 	LnExpr *e;
 };
 
+typedef struct IdxRef {
+	LnIdx **slot;
+} IdxRef;
+
 typedef struct Lower {
 	LoopNest *ln;
 	const IrGraph *g;
-	Memo **memo; /* per IrValue id; reset per stage */
+	Memo **memo; /* per IrValue id; valid when memo_at[id] == stage + 1 */
+	int *memo_at;
+	int stage; /* the stage being lowered */
 	KcErr *err;
 	int *matbuf;         /* per IrValue id: the buffer holding it, or -1 */
 	const bool *mat;     /* per IrValue id: materialised (the plan) */
 	const IrValue *self; /* the materialised value the stage computes */
+	/* collapse's scratch, grown with the nest and reused by every stage,
+	 * so a stage costs its own size, not the nest's: marks per expr id
+	 * (mark[id] == stamp: listed), the listed index slots, and per var its
+	 * loop position (-1 between uses) */
+	int *mark, markcap, stamp;
+	IdxRef *refs;
+	int refcap;
+	int *pos, poscap;
 } Lower;
 
 /* A fresh expression node with the next dense id. */
@@ -382,8 +402,17 @@ value_at(Lower *L, const IrValue *v, LnIdx **idx)
 	LnExpr *e = NULL;
 	Memo *m;
 
+	if (!kc_work_visit(ln->work, KC_WORK_LOWER)) {
+		kc_work_fail(ln->work, KC_WORK_LOWER, L->err);
+		return NULL;
+	}
+	if (L->memo_at[v->id] != L->stage + 1) { /* nothing memoised in this stage */
+		L->memo_at[v->id] = L->stage + 1;
+		L->memo[v->id] = NULL;
+	}
 	for (m = L->memo[v->id]; m; m = m->next) {
 		int k = 0;
+		ln->work->n[KC_WORK_LOWER]++; /* one probe */
 		while (k < v->rank && ln_idx_equal(m->idx[k], idx[k]))
 			k++;
 		if (k == v->rank)
@@ -428,13 +457,15 @@ value_at(Lower *L, const IrValue *v, LnIdx **idx)
 typedef struct Affine {
 	bool ok;
 	int64_t c;
-	int64_t *coef; /* per stage loop position */
+	int64_t *coef;  /* per stage loop position */
+	int64_t *steps; /* the work counter */
 } Affine;
 
 /* Accumulates k*x into per-loop coefficients; a->ok = false on div/mod. */
 static void
 affine(const LnIdx *x, int64_t k, const int *pos, Affine *a)
 {
+	(*a->steps)++;
 	switch (x->kind) {
 	case LNI_CONST: a->c += k * x->c; return;
 	case LNI_VAR:
@@ -456,8 +487,9 @@ affine(const LnIdx *x, int64_t k, const int *pos, Affine *a)
 
 /* Marks every stage loop var under x as not mergeable. */
 static void
-pin_vars(const LnIdx *x, const int *pos, bool *pinned)
+pin_vars(const LnIdx *x, const int *pos, bool *pinned, int64_t *steps)
 {
+	(*steps)++;
 	switch (x->kind) {
 	case LNI_CONST: return;
 	case LNI_VAR:
@@ -465,68 +497,92 @@ pin_vars(const LnIdx *x, const int *pos, bool *pinned)
 			pinned[pos[x->var]] = true;
 		return;
 	case LNI_ADD:
-		pin_vars(x->a, pos, pinned);
-		pin_vars(x->b, pos, pinned);
+		pin_vars(x->a, pos, pinned, steps);
+		pin_vars(x->b, pos, pinned, steps);
 		return;
 	case LNI_MUL:
 	case LNI_DIV:
 	case LNI_MOD:
-	case LNI_RSUB: pin_vars(x->a, pos, pinned); return;
+	case LNI_RSUB: pin_vars(x->a, pos, pinned, steps); return;
 	}
 }
 
-typedef struct IdxRef {
-	LnIdx **slot;
-} IdxRef;
-
 /* Collects the index slots of every load under e (once per node). */
 static void
-collect_loads(LnExpr *e, bool *seen, IdxRef *refs, int *n, int cap)
+collect_loads(Lower *L, LnExpr *e, int *n)
 {
-	if (seen[e->id])
+	L->ln->work->n[KC_WORK_COLLAPSE]++;
+	if (L->mark[e->id] == L->stamp)
 		return;
-	seen[e->id] = true;
+	L->mark[e->id] = L->stamp;
 	if (e->kind == LNE_LOAD || e->kind == LNE_INDEX) {
-		KC_ASSERT(*n < cap);
-		refs[(*n)++].slot = &e->idx;
+		KC_ASSERT(*n < L->refcap);
+		L->refs[(*n)++].slot = &e->idx;
 	}
 	if (e->kind == LNE_LOAD && e->dyn)
-		collect_loads(e->dyn, seen, refs, n, cap);
+		collect_loads(L, e->dyn, n);
 	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
-			collect_loads(e->args[i], seen, refs, n, cap);
+			collect_loads(L, e->args[i], n);
+}
+
+/* Room for n ints (a fresh block, each set to fill) when *cap is smaller:
+ * doubling, so the blocks sum to at most twice the last. */
+static int *
+grow_ints(Arena *a, int *p, int *cap, int n, int fill)
+{
+	if (n <= *cap)
+		return p;
+	int c = *cap ? *cap : 64;
+	while (c < n)
+		c *= 2;
+	p = ARENA_ARRAY(a, int, c);
+	for (int i = 0; fill && i < c; i++)
+		p[i] = fill;
+	*cap = c;
+	return p;
 }
 
 /* Merges adjacent loops p, p+1 wherever every index has coef[p] == coef[p+1] * E[p+1]. */
 static void
-collapse(LoopNest *ln, LnStage *st)
+collapse(Lower *L, LnStage *st)
 {
-	int nrefs = 0, cap = 0;
-	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs);
-	int *pos = ARENA_ARRAY(ln->arena, int, ln->nvars + LN_MAX_LOOPS); /* merges add vars */
-	IdxRef *refs;
+	LoopNest *ln = L->ln;
+	int nrefs = 0;
+	int64_t *steps = &ln->work->n[KC_WORK_COLLAPSE];
 
-	cap = st->nstores + ln->nexprs;
-	refs = ARENA_ARRAY(ln->arena, IdxRef, cap);
+	/* the stage's nodes are at most every node made so far; stamps never
+	 * repeat, so a fresh (zeroed) mark block needs no clearing */
+	L->mark = grow_ints(ln->arena, L->mark, &L->markcap, ln->nexprs + 1, 0);
+	L->stamp++;
+	if (st->nstores + ln->nexprs > L->refcap) {
+		int c = L->refcap ? L->refcap : 64;
+		while (c < st->nstores + ln->nexprs)
+			c *= 2;
+		L->refs = ARENA_ARRAY(ln->arena, IdxRef, c);
+		L->refcap = c;
+	}
+	/* merges add vars: at most one per loop */
+	L->pos = grow_ints(ln->arena, L->pos, &L->poscap, ln->nvars + LN_MAX_LOOPS, -1);
+	int *pos = L->pos;
+	IdxRef *refs = L->refs;
 	for (int i = 0; i < st->nstores; i++) {
 		refs[nrefs++].slot = &st->stores[i].idx;
-		collect_loads(st->stores[i].value, seen, refs, &nrefs, cap);
+		collect_loads(L, st->stores[i].value, &nrefs);
 	}
 	for (int p = st->nloops - 2; p >= 0; p--) {
 		bool pinned[LN_MAX_LOOPS] = {false};
 		int64_t coef[LN_MAX_LOOPS];
 		bool can = true;
 
-		for (int v = 0; v < ln->nvars; v++)
-			pos[v] = -1;
 		for (int q = 0; q < st->nloops; q++)
 			pos[st->loops[q].var] = q;
 		for (int r = 0; r < nrefs; r++) {
-			Affine a = {true, 0, coef};
+			Affine a = {true, 0, coef, steps};
 			memset(coef, 0, sizeof coef);
 			affine(*refs[r].slot, 1, pos, &a);
 			if (!a.ok)
-				pin_vars(*refs[r].slot, pos, pinned);
+				pin_vars(*refs[r].slot, pos, pinned, steps);
 			else if (coef[p] != coef[p + 1] * st->loops[p + 1].extent)
 				can = false;
 		}
@@ -536,8 +592,11 @@ collapse(LoopNest *ln, LnStage *st)
 			can = false; /* never merge a spatial loop with a reduction loop */
 		if (st->nred > 0 && p + 1 == st->nloops - st->ninner && st->ninner > 0)
 			can = false; /* nor the outer spatial loops with the inner ones */
-		if (!can)
+		if (!can) {
+			for (int q = 0; q < st->nloops; q++)
+				pos[st->loops[q].var] = -1;
 			continue;
+		}
 		if (!ln_loop_spatial(st, p))
 			st->nred--; /* two reduction loops become one */
 		else if (st->nred > 0 && p >= st->nloops - st->ninner)
@@ -546,7 +605,7 @@ collapse(LoopNest *ln, LnStage *st)
 		int64_t e1 = st->loops[p + 1].extent;
 		int w = ln_var_new(ln, st->loops[p].extent * e1);
 		for (int r = 0; r < nrefs; r++) {
-			Affine a = {true, 0, coef};
+			Affine a = {true, 0, coef, steps};
 			memset(coef, 0, sizeof coef);
 			affine(*refs[r].slot, 1, pos, &a);
 			if (!a.ok)
@@ -564,6 +623,8 @@ collapse(LoopNest *ln, LnStage *st)
 			}
 			*refs[r].slot = x;
 		}
+		for (int q = 0; q < st->nloops; q++)
+			pos[st->loops[q].var] = -1;
 		st->loops[p].var = w;
 		st->loops[p].extent *= e1;
 		memmove(&st->loops[p + 1], &st->loops[p + 2],
@@ -589,6 +650,8 @@ typedef struct Plan {
 	bool *mat;  /* per value id */
 	int *group; /* per kernel output: its injective stage group, -1 = none */
 	int nmat, ngroups, nassign, nreduce, nmatmul;
+	int64_t *steps; /* the work counter the plan counts into */
+	int64_t max;    /* past it the plan stops (its caller reports it) */
 } Plan;
 
 /* The other outputs: one stage per shape, in order of first appearance. */
@@ -615,6 +678,7 @@ plan_groups(const IrGraph *g, Plan *P)
 static void
 reach(const IrGraph *g, const Plan *P, const IrValue *v, int root, int *stamp, int *uses, bool top)
 {
+	(*P->steps)++;
 	if (v->kind != IRV_OP || (!top && P->mat[v->id]) || stamp[v->id] == root)
 		return;
 	stamp[v->id] = root;
@@ -633,15 +697,18 @@ reach(const IrGraph *g, const Plan *P, const IrValue *v, int root, int *stamp, i
  * (fuse.c), that buffer is a row on the stack, and softmax reads x once,
  * computes exp once and writes y once per element, as a hand-written one
  * does. Values are taken last first (consumers before producers), and the
- * counts are redone after each, so exp(tanh(x)) read twice stores exp only. */
+ * counts are redone after each, so exp(tanh(x)) read twice stores exp only.
+ * Each round walks every stage's inlined values: the rounds stop once the
+ * plan's count passes the node budget, which its caller then reports. */
 static void
 plan_shared(Arena *a, const IrGraph *g, Plan *P)
 {
 	int *stamp = ARENA_ARRAY(a, int, g->nvalues + 1);
 	int *uses = ARENA_ARRAY(a, int, g->nvalues + 1);
 
-	for (int round = 0; round < MAX_SHARED; round++) {
+	for (int round = 0; round < MAX_SHARED && *P->steps <= P->max; round++) {
 		int root = 0, pick = -1;
+		*P->steps += g->nvalues; /* the round's scans of every value */
 		for (int v = 0; v < g->nvalues; v++)
 			stamp[v] = -1, uses[v] = 0;
 		for (int v = 0; v < g->nvalues; v++) /* materialised values' stages */
@@ -669,9 +736,12 @@ plan_shared(Arena *a, const IrGraph *g, Plan *P)
 }
 
 static void
-plan(Arena *a, const IrGraph *g, Plan *P)
+plan(Arena *a, const IrGraph *g, Plan *P, int64_t *steps)
 {
 	memset(P, 0, sizeof *P);
+	P->steps = steps;
+	P->max = g->work->max_nodes;
+	*steps += g->nnodes;
 	P->mat = ARENA_ARRAY(a, bool, g->nvalues + 1);
 	P->group = ARENA_ARRAY(a, int, g->noutputs + 1);
 	for (int n = 0; n < g->nnodes; n++) {
@@ -731,7 +801,10 @@ int
 ln_count_stages(Arena *a, const IrGraph *g, int *nreduce, int *nmatmul)
 {
 	Plan P;
-	plan(a, g, &P);
+	int64_t steps = 0; /* one plan's walk: the schedule may be asked for twice */
+	plan(a, g, &P, &steps);
+	if (steps > g->work->n[KC_WORK_PLAN])
+		g->work->n[KC_WORK_PLAN] = steps;
 	*nreduce = P.nreduce;
 	*nmatmul = P.nmatmul;
 	return P.nmat + P.ngroups + P.nassign;
@@ -763,7 +836,7 @@ static LnStage *
 stage_new(Lower *L, int s)
 {
 	LnStage *st = &L->ln->stages[s];
-	memset(L->memo, 0, sizeof(Memo *) * (size_t)L->g->nvalues);
+	L->stage = s; /* the memo of earlier stages no longer holds (memo_at) */
 	L->self = NULL;
 	st->name = arena_printf(L->ln->arena, "s%d", s);
 	st->grain = 1;
@@ -1029,13 +1102,14 @@ copy_stage(Lower *L, int *s, const IrValue *sh, LnIdx **idx)
 /* copy_stage's store: buf[idx over sh] = value coerced to dt; false when
  * value is NULL. */
 static bool
-copy_store(LoopNest *ln, LnStage *st, int buf, LnIdx **idx, const IrValue *sh, LnExpr *value,
+copy_store(Lower *L, LnStage *st, int buf, LnIdx **idx, const IrValue *sh, LnExpr *value,
            KcDtype dt)
 {
+	LoopNest *ln = L->ln;
 	if (!one_store(ln, st, buf, linearize(ln, idx, sh->shape, sh->rank), value))
 		return false;
 	st->stores[0].value = coerce(ln, value, dt);
-	collapse(ln, st);
+	collapse(L, st);
 	return true;
 }
 
@@ -1069,7 +1143,7 @@ mm_pack(Lower *L, const IrValue *u, int *s)
 		j[d] = idx[d];
 	j[u->rank - 2] = idx[u->rank - 1];
 	j[u->rank - 1] = idx[u->rank - 2];
-	return copy_store(ln, st, buf, idx, &pk, value_at(L, u, j), u->dtype) ? buf : -1;
+	return copy_store(L, st, buf, idx, &pk, value_at(L, u, j), u->dtype) ? buf : -1;
 }
 
 /* The buffer of an operand the GEMM reads in place (an input, or a
@@ -1110,7 +1184,7 @@ gemm_operand_buf(Lower *L, const IrValue *u, const IrValue *v, int *s, int64_t *
 		mm_operand_idx(ln, u, cp.rank, idx, idx[cp.rank - 2], idx[cp.rank - 1], j);
 	else
 		memcpy(j, idx, sizeof(LnIdx *) * (size_t)u->rank);
-	return copy_store(ln, st, buf, idx, &cp, value_at(L, u, j), KC_DT_FLOAT32) ? buf : -1;
+	return copy_store(L, st, buf, idx, &cp, value_at(L, u, j), KC_DT_FLOAT32) ? buf : -1;
 }
 
 /* A new GEMM stage C[batch x M x N] = A * B over K into buf, reading
@@ -1221,7 +1295,7 @@ gemm_into(Lower *L, const IrNode *nd, int buf, int *s,
 	LnExpr *c = expr_new(ln, LNE_LOAD, KC_DT_FLOAT32);
 	c->buf = c32;
 	c->idx = linearize(ln, ix, v->shape, v->rank);
-	copy_store(ln, st, buf, ix, v, c, v->dtype);
+	copy_store(L, st, buf, ix, v, c, v->dtype);
 	return KC_OK;
 }
 
@@ -1284,7 +1358,7 @@ matmul_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	st->acc = acc_dtype(st, IR_OP_ADD, v->dtype);
 	one_store(ln, st, buf, linearize(ln, idx, v->shape, v->rank),
 	          expr_op(ln, IR_OP_MUL, v->dtype, 2, x));
-	collapse(ln, st);
+	collapse(L, st);
 	return KC_OK;
 }
 
@@ -1452,7 +1526,7 @@ arg_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	    u->dtype, v->numel);
 	red_store(ln, st, nd->op == IR_OP_ARGMAX ? IR_OP_MAXIMUM : IR_OP_MINIMUM, mbuf, sidx, x,
 	          name, v->numel);
-	collapse(ln, st);
+	collapse(L, st);
 
 	st = stage_new(L, (*s)++);
 	L->self = v;
@@ -1471,7 +1545,7 @@ arg_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	    expr_const(ln, v->dtype, 0, v->dtype == KC_DT_INT32 ? INT32_MAX : INT64_MAX)};
 	red_store(ln, st, IR_OP_MINIMUM, buf, sidx, expr_op(ln, IR_OP_SELECT, v->dtype, 3, c3),
 	          name, v->numel);
-	collapse(ln, st);
+	collapse(L, st);
 	return KC_OK;
 }
 
@@ -1563,7 +1637,7 @@ pool_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	}
 	LnIdx *so = linearize(ln, o, v->shape, v->rank);
 	red_store(ln, st, mx ? IR_OP_MAXIMUM : IR_OP_ADD, sbuf, so, xv, name, v->numel);
-	collapse(ln, st);
+	collapse(L, st);
 	if (mx)
 		return KC_OK;
 
@@ -1596,7 +1670,7 @@ pool_stages(Lower *L, const IrNode *nd, int buf, int *s)
 	}
 	one_store(ln, st, buf, linearize(ln, o, v->shape, v->rank),
 	          coerce(ln, expr2(ln, IR_OP_REAL_DIV, KC_DT_FLOAT64, sum, cnt), v->dtype));
-	collapse(ln, st);
+	collapse(L, st);
 	return KC_OK;
 }
 
@@ -1616,14 +1690,21 @@ KcStatus
 ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 {
 	LoopNest *ln = ARENA_NEW(ar, LoopNest);
-	Lower L = {ln, g, NULL, err, NULL, NULL, NULL};
+	Lower L = {.ln = ln, .g = g, .err = err};
 	Plan P;
 	int s = 0;
 	KcStatus stt;
 
-	plan(ar, g, &P);
+	KC_ASSERT(g->work); /* kc_parse sets it */
+	ln->work = g->work;
+	plan(ar, g, &P, &ln->work->n[KC_WORK_LOWER]);
 	L.mat = P.mat;
 	ln->arena = ar;
+	/* the stage count is known from the plan: refuse before building any */
+	ln->work->n[KC_WORK_LOWER_STAGES] = P.nmat + P.ngroups + P.nassign;
+	if ((stt = kc_work_check(ln->work, KC_WORK_LOWER_STAGES, err)) != KC_OK ||
+	    (stt = kc_work_check(ln->work, KC_WORK_LOWER, err)) != KC_OK)
+		return stt;
 	ln->nbufs = g->ninputs + g->noutputs;
 	ln->bufs = ARENA_ARRAY(ar, LnBuf, ln->nbufs + 2 * P.nmat + 1); /* + accumulators */
 	for (int i = 0; i < ln->nbufs; i++) {
@@ -1655,6 +1736,7 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 	ln->nstages = P.nmat + P.ngroups + P.nassign;
 	ln->stages = ARENA_ARRAY(ar, LnStage, ln->nstages + 1);
 	L.memo = ARENA_ARRAY(ar, Memo *, g->nvalues + 1);
+	L.memo_at = ARENA_ARRAY(ar, int, g->nvalues + 1);
 
 	/* 1. materialised values, in topological order */
 	for (int n = 0; n < g->nnodes; n++) {
@@ -1682,7 +1764,7 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 				if (!e)
 					return err->status;
 				st->stores[0].value = coerce(ln, e, v->dtype);
-				collapse(ln, st);
+				collapse(&L, st);
 				off += u->shape[ax];
 			}
 			continue;
@@ -1726,7 +1808,7 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 			if (!(st->stores[0].value = value_at(&L, v, idx)))
 				return err->status;
 		}
-		collapse(ln, st);
+		collapse(&L, st);
 	}
 	/* 2. the other kernel outputs, one injective stage per shape */
 	for (int grp = 0; grp < P.ngroups; grp++) {
@@ -1754,7 +1836,7 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 			if (!sto->value)
 				return err->status;
 		}
-		collapse(ln, st);
+		collapse(&L, st);
 	}
 	/* 3. in-place writes, last: nothing after them reads the old values */
 	for (int n = 0; n < g->nnodes; n++) {
@@ -1774,9 +1856,11 @@ ln_lower(Arena *ar, const IrGraph *g, LoopNest **out, KcErr *err)
 			return err->status;
 		st->stores[0].value = coerce(ln, e, dst->dtype);
 		ln->bufs[dst->input_index].inplace = true;
-		collapse(ln, st);
+		collapse(&L, st);
 	}
 	KC_ASSERT(s == ln->nstages);
+	if ((stt = kc_work_check(ln->work, KC_WORK_COLLAPSE, err)) != KC_OK)
+		return stt;
 	*out = ln;
 	return KC_OK;
 }

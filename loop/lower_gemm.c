@@ -262,56 +262,79 @@ gemm_block(LoopNest *ln, LnStage *st, const KcKnobs *k)
 	ln->bufs[G->acc].numel = G->kc >= K ? 0 : units * G->mc * G->nc;
 }
 
+/* A walk's marks: mark[id] == stamp for the nodes it has seen, a fresh
+ * stamp per walk (never a cleared array per stage), and the work counter. */
+typedef struct Seen {
+	int *mark;
+	int stamp;
+	int64_t *steps;
+} Seen;
+
+static bool
+seen_once(Seen *w, const LnExpr *e)
+{
+	(*w->steps)++;
+	if (w->mark[e->id] == w->stamp)
+		return true;
+	w->mark[e->id] = w->stamp;
+	return false;
+}
+
 /* Does e read buffer c anywhere other than at index at? */
 static bool
-bad_c_load(const LnExpr *e, int c, const LnIdx *at, bool *seen)
+bad_c_load(const LnExpr *e, int c, const LnIdx *at, Seen *w)
 {
-	if (seen[e->id])
+	if (seen_once(w, e))
 		return false;
-	seen[e->id] = true;
 	switch (e->kind) {
 	case LNE_CONST:
 	case LNE_INDEX: return false;
 	case LNE_LOAD:
 		if (e->buf == c && (e->dyn || !ln_idx_equal(e->idx, at)))
 			return true;
-		return e->dyn && bad_c_load(e->dyn, c, at, seen);
+		return e->dyn && bad_c_load(e->dyn, c, at, w);
 	case LNE_OP:
 		for (int i = 0; i < e->nargs; i++)
-			if (bad_c_load(e->args[i], c, at, seen))
+			if (bad_c_load(e->args[i], c, at, w))
 				return true;
 		return false;
 	}
 	return true;
 }
 
-static bool
-reads_buf(const LnExpr *e, int buf, bool *seen)
+/* last[b] = s for every buffer b that stage s loads under e. */
+static void
+note_loads(const LnExpr *e, int s, int *last, Seen *w)
 {
-	if (seen[e->id])
-		return false;
-	seen[e->id] = true;
-	switch (e->kind) {
-	case LNE_CONST:
-	case LNE_INDEX: return false;
-	case LNE_LOAD: return e->buf == buf || (e->dyn && reads_buf(e->dyn, buf, seen));
-	case LNE_OP:
+	if (seen_once(w, e))
+		return;
+	if (e->kind == LNE_LOAD)
+		last[e->buf] = s;
+	if (e->kind == LNE_LOAD && e->dyn)
+		note_loads(e->dyn, s, last, w);
+	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
-			if (reads_buf(e->args[i], buf, seen))
-				return true;
-		return false;
-	}
-	return false;
+			note_loads(e->args[i], s, last, w);
 }
 
-static bool
-stage_reads(const LoopNest *ln, const LnStage *st, int buf, bool *seen)
+/* Per buffer, the last stage whose stores load or write it (-1: none):
+ * one walk over the nest, where asking each GEMM about every later stage
+ * would be quadratic. */
+static int *
+last_readers(const LoopNest *ln, Seen *w)
 {
-	memset(seen, 0, sizeof(bool) * (size_t)ln->nexprs);
-	for (int i = 0; i < st->nstores; i++)
-		if (reads_buf(st->stores[i].value, buf, seen) || st->stores[i].buf == buf)
-			return true;
-	return false;
+	int *last = ARENA_ARRAY(ln->arena, int, ln->nbufs + 1);
+	for (int b = 0; b < ln->nbufs; b++)
+		last[b] = -1;
+	for (int s = 0; s < ln->nstages; s++) {
+		const LnStage *st = &ln->stages[s];
+		w->stamp++;
+		for (int i = 0; i < st->nstores; i++) {
+			note_loads(st->stores[i].value, s, last, w);
+			last[st->stores[i].buf] = s;
+		}
+	}
+	return last;
 }
 
 /* The terms of a sum. */
@@ -354,7 +377,8 @@ row_major(const LnStage *ep, const LnIdx *x)
 void
 gemm_fuse_epilogues(LoopNest *ln, const KcSchedule *s)
 {
-	bool *seen = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+	Seen w = {ARENA_ARRAY(ln->arena, int, ln->nexprs + 1), 0, &ln->work->n[KC_WORK_SCHEDULE]};
+	int *last = NULL; /* last_readers, at the first GEMM that needs it */
 
 	for (int i = 0; i + 1 < ln->nstages; i++) {
 		LnStage *st = &ln->stages[i], *ep = &ln->stages[i + 1];
@@ -370,15 +394,17 @@ gemm_fuse_epilogues(LoopNest *ln, const KcSchedule *s)
 			continue;
 		bool ok = true;
 		for (int j = 0; ok && j < ep->nstores; j++) {
-			memset(seen, 0, sizeof(bool) * (size_t)ln->nexprs);
+			w.stamp++;
 			ok = ln_idx_equal(ep->stores[j].idx, ep->stores[0].idx) &&
 			     ln->bufs[ep->stores[j].buf].numel == total &&
-			     !bad_c_load(ep->stores[j].value, G->c, ep->stores[0].idx, seen);
+			     !bad_c_load(ep->stores[j].value, G->c, ep->stores[0].idx, &w);
 		}
 		/* the store index must be the row-major position of the loops */
 		ok = ok && row_major(ep, ep->stores[0].idx);
-		for (int j = i + 2; ok && j < ln->nstages; j++)
-			ok = !stage_reads(ln, &ln->stages[j], G->c, seen);
+		/* and no later stage reads or writes C */
+		if (ok && !last)
+			last = last_readers(ln, &w);
+		ok = ok && last[G->c] <= i + 1;
 		if (!ok)
 			continue;
 		G->epi = i + 1;

@@ -16,6 +16,9 @@
  *     for v0 in 0..32 parallel:
  *       for v1 in 0..1001 reduce vectorized(16):
  *         b3[v0] max= %4
+ * A shared node prints once per stage (the marks are stamped with the
+ * stage, so no array is cleared per stage). compile.c ends the section
+ * with the passes' "; work:" counts (kc_work_print).
  */
 #include <string.h>
 
@@ -55,18 +58,18 @@ ln_idx_print(const LnIdx *x, KcBuf *out)
 	}
 }
 
-/* Prints e after its operands, once. */
+/* Prints e after its operands, once per stage (done[id] == stamp). */
 static void
-print_expr(const LnExpr *e, bool *done, KcBuf *out)
+print_expr(const LnExpr *e, int *done, int stamp, KcBuf *out)
 {
-	if (done[e->id])
+	if (done[e->id] == stamp)
 		return;
-	done[e->id] = true;
+	done[e->id] = stamp;
 	if (e->kind == LNE_OP)
 		for (int i = 0; i < e->nargs; i++)
-			print_expr(e->args[i], done, out);
+			print_expr(e->args[i], done, stamp, out);
 	if (e->kind == LNE_LOAD && e->dyn)
-		print_expr(e->dyn, done, out);
+		print_expr(e->dyn, done, stamp, out);
 	kc_buf_printf(out, "      %%%d = ", e->id);
 	switch (e->kind) {
 	case LNE_CONST:
@@ -100,7 +103,7 @@ print_expr(const LnExpr *e, bool *done, KcBuf *out)
 void
 ln_print(const LoopNest *ln, KcBuf *out)
 {
-	bool *done = ARENA_ARRAY(ln->arena, bool, ln->nexprs + 1);
+	int *done = ARENA_ARRAY(ln->arena, int, ln->nexprs + 1);
 
 	for (int i = 0; i < ln->nbufs; i++) {
 		const LnBuf *b = &ln->bufs[i];
@@ -185,10 +188,9 @@ ln_print(const LoopNest *ln, KcBuf *out)
 				kc_buf_printf(out, " unroll(%d)", lp->unroll);
 			kc_buf_puts(out, ":\n");
 		}
-		memset(done, 0, sizeof(bool) * (size_t)ln->nexprs);
 		for (int i = 0; i < st->nstores; i++) {
 			const LnStore *sto = &st->stores[i];
-			print_expr(sto->value, done, out);
+			print_expr(sto->value, done, s + 1, out);
 			kc_buf_printf(out, "      b%d[", sto->buf);
 			ln_idx_print(sto->idx, out);
 			kc_buf_printf(out, "] %s= %%%d\n",

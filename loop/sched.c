@@ -244,6 +244,7 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		return kc_fail(err, KC_BAD_SCHEDULE, "schedule",
 		               "schedule has %d stages, the graph lowers to %d", s->nstages,
 		               ln->nstages);
+	LnScratch *x = ln_scratch_new(ln);
 	for (int i = 0; i < ln->nstages; i++) {
 		LnStage *st = &ln->stages[i];
 		const KcKnobs *k = i < s->nstages ? &s->stage[i] : &s->knobs;
@@ -261,7 +262,7 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 		}
 		/* (not a stage right after a GEMM: its epilogue wants its loops) */
 		if (i == 0 || !ln->stages[i - 1].gemm)
-			sched_tile(ln, st, k->tile, k->vector_width);
+			sched_tile(ln, x, st, k->tile, k->vector_width);
 		LnLoop *in = &st->loops[st->nloops - 1];
 		int unroll = k->unroll ? k->unroll : st->nred > 0 && st->ninner == 0 ? 4 : 2;
 		in->kind |= LNL_VECTORIZED;
@@ -275,9 +276,14 @@ sched_apply(LoopNest *ln, const KcSchedule *s, KcErr *err)
 	}
 	gemm_fuse_epilogues(ln, s);
 	for (int i = 0; i < ln->nstages; i++)
-		sched_stream(ln, &ln->stages[i]);
+		sched_stream(ln, x, &ln->stages[i]);
 	/* after the epilogues: rfactor inserts stages (schedule indices no
 	 * longer match ln's after it) */
 	KcStatus r = sched_rfactor(ln, err);
-	return r ? r : sched_fuse_rows(ln, err);
+	ln->work->n[KC_WORK_SCHEDULE_STAGES] = ln->nstages;
+	if (r == KC_OK)
+		r = kc_work_check(ln->work, KC_WORK_SCHEDULE_STAGES, err);
+	if (r == KC_OK)
+		r = sched_fuse_rows(ln, err);
+	return r ? r : kc_work_check(ln->work, KC_WORK_SCHEDULE, err);
 }

@@ -3,36 +3,62 @@
  * of its buffer, every variable bound by an enclosing loop, dtypes
  * consistent, nothing read before a stage of its group wrote it. A failure
  * is a compiler bug caught before LLVM sees it (KC_CODEGEN naming the
- * pass), not a miscompiled kernel.
+ * pass), not a miscompiled kernel. A stage's expressions form a DAG whose
+ * shared nodes the stores reach along many paths (a Fibonacci chain of n
+ * adds has 2^n of them), so the walk marks what it checked, per stage:
+ * the checks depend only on the node and the stage's bound vars.
  */
 #include <string.h>
 
 #include "loop.h"
 
+/* One stage's walk: what its checks read, and the marks of the nodes it
+ * checked (mark[id] == stamp). */
+typedef struct Walk {
+	const LoopNest *ln;
+	const bool *bound;   /* per var: bound by a loop of the stage */
+	const bool *written; /* per buffer: by an earlier stage */
+	int *mark;
+	int stamp;
+	KcWorkCounter k;
+	const char *pass;
+	KcErr *err;
+} Walk;
+
 static bool
-idx_vars_bound(const LnIdx *x, const bool *bound)
+idx_vars_bound(Walk *w, const LnIdx *x)
 {
+	w->ln->work->n[w->k]++;
 	switch (x->kind) {
 	case LNI_CONST: return true;
-	case LNI_VAR: return bound[x->var];
-	case LNI_ADD: return idx_vars_bound(x->a, bound) && idx_vars_bound(x->b, bound);
+	case LNI_VAR: return w->bound[x->var];
+	case LNI_ADD: return idx_vars_bound(w, x->a) && idx_vars_bound(w, x->b);
 	case LNI_MUL:
 	case LNI_DIV:
 	case LNI_MOD:
-	case LNI_RSUB: return idx_vars_bound(x->a, bound);
+	case LNI_RSUB: return idx_vars_bound(w, x->a);
 	}
 	return false;
 }
 
-/* Checks loads (buffer, dtype, bounds) under e. */
+/* Checks loads (buffer, dtype, bounds) under e, each node once. */
 static KcStatus
-verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *written,
-            const char *pass, KcErr *err)
+verify_expr(Walk *w, const LnExpr *e)
 {
+	const LoopNest *ln = w->ln;
+	const bool *written = w->written;
+	const char *pass = w->pass;
+	KcErr *err = w->err;
+
+	if (!kc_work_visit(ln->work, w->k))
+		return kc_work_fail(ln->work, w->k, err);
+	if (w->mark[e->id] == w->stamp)
+		return KC_OK;
+	w->mark[e->id] = w->stamp;
 	switch (e->kind) {
 	case LNE_CONST: return KC_OK;
 	case LNE_INDEX:
-		if (!idx_vars_bound(e->idx, bound))
+		if (!idx_vars_bound(w, e->idx))
 			return kc_fail(err, KC_CODEGEN, pass, "index value uses an unbound var");
 		if (kc_dtype_info[e->dtype].cls != DTC_INT &&
 		    kc_dtype_info[e->dtype].cls != DTC_UINT)
@@ -46,7 +72,7 @@ verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *
 			               "load from buffer %d before a stage wrote it", e->buf);
 		if (ln->bufs[e->buf].dtype != e->dtype)
 			return kc_fail(err, KC_CODEGEN, pass, "load dtype mismatch on %d", e->buf);
-		if (!idx_vars_bound(e->idx, bound))
+		if (!idx_vars_bound(w, e->idx))
 			return kc_fail(err, KC_CODEGEN, pass, "load index uses an unbound var");
 		if (ln_idx_max(ln, e->idx) + (e->dyn ? (e->dyn_extent - 1) * e->dyn_stride : 0) >=
 		    ln->bufs[e->buf].numel)
@@ -57,12 +83,12 @@ verify_expr(const LoopNest *ln, const LnExpr *e, const bool *bound, const bool *
 			if ((c != DTC_INT && c != DTC_UINT) || e->dyn_extent < 1 ||
 			    e->dyn_stride < 1)
 				return kc_fail(err, KC_CODEGEN, pass, "bad data-dependent load");
-			return verify_expr(ln, e->dyn, bound, written, pass, err);
+			return verify_expr(w, e->dyn);
 		}
 		return KC_OK;
 	case LNE_OP:
 		for (int i = 0; i < e->nargs; i++)
-			if (verify_expr(ln, e->args[i], bound, written, pass, err))
+			if (verify_expr(w, e->args[i]))
 				return err->status;
 		if (ir_op_info[e->op].kind != OPK_ELEMWISE)
 			return kc_fail(err, KC_CODEGEN, pass, "layout op left in a loop body");
@@ -100,10 +126,12 @@ verify_group(const LoopNest *ln, int s)
 }
 
 KcStatus
-ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
+ln_verify(const LoopNest *ln, KcWorkCounter k, KcErr *err)
 {
+	const char *pass = k == KC_WORK_VERIFY_LOWER ? "verify-lower" : "verify-schedule";
 	bool *bound = ARENA_ARRAY(ln->arena, bool, ln->nvars + 1);
 	bool *written = ARENA_ARRAY(ln->arena, bool, ln->nbufs + 1); /* by earlier stages */
+	Walk w = {ln, bound, written, ARENA_ARRAY(ln->arena, int, ln->nexprs + 1), 0, k, pass, err};
 
 	for (int s = 0; s < ln->nstages; s++) {
 		const LnStage *st = &ln->stages[s];
@@ -121,7 +149,6 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d: bad accumulator", s);
 		if (st->fuse_count > 1 && verify_group(ln, s))
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d: malformed fused group", s);
-		memset(bound, 0, sizeof(bool) * (size_t)ln->nvars);
 		if (st->nloops < 1 || st->nloops > LN_MAX_LOOPS)
 			return kc_fail(err, KC_CODEGEN, pass, "stage %d has %d loops", s,
 			               st->nloops);
@@ -156,7 +183,7 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 			    !(st->nred > 0 && sto->value->dtype == st->acc))
 				return kc_fail(err, KC_CODEGEN, pass, "store dtype mismatch on %d",
 				               sto->buf);
-			if (!idx_vars_bound(sto->idx, bound))
+			if (!idx_vars_bound(&w, sto->idx))
 				return kc_fail(err, KC_CODEGEN, pass,
 				               "store index uses an unbound (or reduction) var");
 			if (b->numel > 0 && ln_idx_max(ln, sto->idx) >= b->numel)
@@ -165,11 +192,15 @@ ln_verify(const LoopNest *ln, const char *pass, KcErr *err)
 		}
 		for (int l = 0; l < st->nloops; l++)
 			bound[st->loops[l].var] = true;
+		w.stamp = s + 1;
 		for (int i = 0; i < st->nstores; i++)
-			if (verify_expr(ln, st->stores[i].value, bound, written, pass, err))
+			if (verify_expr(&w, st->stores[i].value))
 				return err->status;
 		for (int i = 0; i < st->nstores; i++)
 			written[st->stores[i].buf] = true;
+		/* the next stage binds its own vars: clear this one's, not all */
+		for (int l = 0; l < st->nloops; l++)
+			bound[st->loops[l].var] = false;
 	}
 	return KC_OK;
 }

@@ -51,6 +51,17 @@
 #define MAX_ARGS 65536
 #define MAX_THREADS 256
 
+/* Sanitizers reserve terabytes of shadow address space: no RLIMIT_AS then.
+ * GCC says so with __SANITIZE_*__, clang (the TSan build) only through
+ * __has_feature. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RUN_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RUN_SANITIZED 1
+#endif
+#endif
+
 /* ---- a small pthread runtime ---------------------------------------------- */
 
 typedef struct Region {
@@ -291,11 +302,11 @@ main(int argc, char **argv)
 	/* limits first, before anything big is read or any kernel code runs */
 	limit(RLIMIT_CORE, 0);
 	limit(RLIMIT_CPU, (rlim_t)cpu_s);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#ifndef RUN_SANITIZED
 	if (mem > 0)
 		limit(RLIMIT_AS, (rlim_t)mem);
 #else
-	(void)mem; /* sanitizers reserve terabytes of shadow address space */
+	(void)mem;
 #endif
 
 	if (!(f = fopen(in, "rb")))

@@ -5,7 +5,8 @@
  * thread inherits the mask and only sigwait() here sees them, LLVM target
  * initialisation, the LMDB environment), then the server threads. The main
  * thread then waits for a signal and tears down in reverse order.
- * Exit codes: 0 clean stop, 1 start-up failure, 2 bad configuration.
+ * Exit codes: 0 stop (also when a job outlived shutdown_grace_s and was
+ * abandoned: the log says so), 1 start-up failure, 2 bad configuration.
  */
 #include <errno.h>
 #include <signal.h>
@@ -125,6 +126,10 @@ main(int argc, char **argv)
 	            .max_elements = cfg.max_elements,
 	            .max_json_tokens = cfg.max_json_tokens,
 	            .max_json_depth = (int)cfg.max_json_depth,
+	            /* the work budget (0: defaults that scale with max_ops) */
+	            .max_work_nodes = cfg.max_work_nodes,
+	            .max_work_stages = cfg.max_work_stages,
+	            .max_work_insns = cfg.max_work_insns,
 	        },
 	    .max_body_bytes = (size_t)cfg.max_body_bytes,
 	    .body_caps =
@@ -140,8 +145,12 @@ main(int argc, char **argv)
 	    .runner = cfg.runner,
 	    .verify_timeout_s = (int)cfg.verify_timeout_s,
 	    .verify_max_bytes = (size_t)cfg.verify_max_bytes,
+	    .verify_concurrency = (int)cfg.verify_concurrency,
+	    .verify_queue = (int)cfg.verify_queue,
+	    .verify_wait_s = (int)cfg.verify_wait_s,
 	    .test_fault_injection = cfg.test_fault_injection != 0,
 	    .max_dump_bytes = (size_t)cfg.max_dump_bytes,
+	    .max_canonical_bytes = (size_t)cfg.max_canonical_bytes,
 	};
 	ApiCtx *api = api_new(&acfg, cache);
 	ApiAuthConfig auth = {
@@ -192,6 +201,13 @@ main(int argc, char **argv)
 	kc_log(KC_LOG_INFO, "signal %d: stopping", sig);
 	notify_stopping(notifier);
 
+	if (!server_shutdown(srv)) {
+		/* a job outlived shutdown_grace_s: its thread cannot be stopped,
+		 * so nothing that it may be using is torn down; committed cache
+		 * data is durable and LMDB recovers an interrupted write */
+		kc_log(KC_LOG_WARN, "stopped, abandoning the running job(s)");
+		_exit(0);
+	}
 	server_free(srv);
 	api_free(api);
 	cache_close(cache);

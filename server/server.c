@@ -144,6 +144,7 @@ typedef struct Req {
 	                       * body is dropped, answered at its end */
 	uint64_t discarded;
 	bool submitted; /* handed to a worker */
+	int attempt;    /* times parked and woken (ApiRequest.attempt) */
 	bool have_resp; /* resp is ready to queue */
 	ApiResponse resp;
 	int status; /* what was queued, for the log */
@@ -498,14 +499,43 @@ fill_request(Req *r, ApiRequest *q)
 	};
 }
 
-/* Worker thread: run the blocking handler, then wake the connection. */
+static void wake_req(void *closure, const KcErr *err);
+
+/* Worker thread: run the blocking handler, then wake the connection. A
+ * handler that parked leaves the connection suspended and the Req to
+ * wake_req; the job must not touch r after that. */
 static void
 run_job(void *arg)
 {
 	Req *r = arg;
 	ApiRequest q;
+	bool parked = false;
 	fill_request(r, &q);
+	q.parked = &parked;
+	q.wake = wake_req;
+	q.wake_closure = r;
+	q.attempt = r->attempt;
 	api_handle(r->srv->api, &r->m, &q, &r->resp);
+	if (parked)
+		return;
+	r->have_resp = true;
+	MHD_resume_connection(r->conn);
+}
+
+/* ApiRequest.wake: a parked request runs again on a worker (queued even
+ * while draining, which waits for it), or is answered with `err`. */
+static void
+wake_req(void *closure, const KcErr *err)
+{
+	Req *r = closure;
+	if (!err) {
+		r->attempt++;
+		if (workers_submit(r->srv->workers, run_job, r, true))
+			return;
+		api_reply_error(&r->resp, KC_OVERLOADED, NULL, NULL);
+	} else {
+		api_reply_kcerr(&r->resp, err);
+	}
 	r->have_resp = true;
 	MHD_resume_connection(r->conn);
 }
@@ -605,7 +635,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			return send_resp(r);
 		r->submitted = true;
 		MHD_suspend_connection(conn);
-		if (!workers_submit(s->workers, run_job, r)) {
+		if (!workers_submit(s->workers, run_job, r, false)) {
 			api_reply_error(
 			    &r->resp, atomic_load(&s->draining) ? KC_SHUTTING_DOWN : KC_OVERLOADED,
 			    NULL, NULL);
@@ -863,16 +893,36 @@ server_port(const Server *s)
 	return s->port;
 }
 
-void
+bool
 server_shutdown(Server *s)
 {
 	if (s->stopped)
-		return;
+		return true;
 	atomic_store(&s->draining, true);
-	kc_log(KC_LOG_INFO, "shutting down: %d request(s) in flight", atomic_load(&s->active));
-	workers_drain(s->workers);
-	/* Resumed connections still have to send their responses. */
+	kc_log(KC_LOG_INFO, "shutting down: %d request(s) in flight, %d s grace",
+	       atomic_load(&s->active), s->grace_s);
 	int64_t deadline = kc_now_us() + (int64_t)s->grace_s * 1000000;
+	if (!workers_drain_until(s->workers, deadline)) {
+		/* A job outlived the grace period (a wedged compile): answer what
+		 * waits on it and leave without it; the caller exits the process
+		 * (the store is crash-safe), since neither the job's thread nor
+		 * MHD (its connection stays suspended) can be stopped. */
+		int n = api_cancel_parked(s->api, KC_SHUTTING_DOWN);
+		WorkersStats ws;
+		workers_stats(s->workers, &ws);
+		kc_log(KC_LOG_WARN,
+		       "shutdown_grace_s (%d s) is over with %d job(s) running and %d queued; "
+		       "%d parked request(s) answered 503; exiting without them",
+		       s->grace_s, ws.running, ws.queued, n);
+		/* let the answered connections flush, briefly */
+		int64_t flush = kc_now_us() + 500000;
+		while (atomic_load(&s->active) > ws.running + ws.queued && kc_now_us() < flush) {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+		return false;
+	}
+	/* Resumed connections still have to send their responses. */
 	while (atomic_load(&s->active) > 0 && kc_now_us() < deadline) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
@@ -883,6 +933,7 @@ server_shutdown(Server *s)
 	MHD_stop_daemon(s->d);
 	s->d = NULL;
 	s->stopped = true;
+	return true;
 }
 
 void

@@ -7,7 +7,9 @@
  * -> api_new -> server_new (starts threads) -> notify_ready (READY=1,
  * watchdog thread) -> wait for SIGTERM/SIGINT -> notify_stopping ->
  * server_shutdown (refuse new work, finish in-flight work, stop MHD) ->
- * server_free -> api_free -> cache_close. Only main.c calls exit().
+ * server_free -> api_free -> cache_close, or, when a job outlives
+ * shutdown_grace_s, _exit right after server_shutdown. Only main.c calls
+ * exit().
  */
 #ifndef KCS_SERVER_H
 #define KCS_SERVER_H
@@ -61,11 +63,14 @@ typedef void (*WorkFn)(void *arg);
 
 Workers *workers_new(int nthreads, int queue_depth);
 /* Queues fn(arg). Returns false, without running it, when the queue is
- * full or the pool is draining. */
-bool workers_submit(Workers *w, WorkFn fn, void *arg);
+ * full or (unless even_draining: a woken request that the drain must wait
+ * for) the pool is draining. */
+bool workers_submit(Workers *w, WorkFn fn, void *arg, bool even_draining);
 /* Refuses new jobs from now on, then waits until every queued and running
- * job has finished. */
+ * job has finished (workers_drain), or until kc_now_us() reaches
+ * deadline_us (workers_drain_until: false if jobs are left then). */
 void workers_drain(Workers *w);
+bool workers_drain_until(Workers *w, int64_t deadline_us);
 /* A consistent snapshot of the pool, for metrics and the watchdog. */
 typedef struct WorkersStats {
 	int queued, capacity; /* jobs waiting; queue_depth */
@@ -84,10 +89,16 @@ typedef struct Server Server;
  * resolve (a configuration error), KC_INTERNAL if it cannot listen. */
 Server *server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err);
 int server_port(const Server *s); /* the bound port */
-/* Graceful stop: refuse new work (503), let queued and in-flight requests finish
- * and be answered (up to shutdown_grace_s), then stop MHD. Blocks. */
-void server_shutdown(Server *s);
-void server_free(Server *s); /* calls server_shutdown if needed; NULL allowed */
+/* Graceful stop: refuse new work (503), let queued and in-flight requests
+ * finish and be answered, then stop MHD; returns true. Blocks for at most
+ * shutdown_grace_s (plus half a second): if a job is still running then,
+ * requests parked on it are answered 503 and it returns false, leaving
+ * the job's thread and MHD running; the caller must then end the process
+ * (_exit) without server_free, api_free or cache_close. */
+bool server_shutdown(Server *s);
+/* Calls server_shutdown if needed, which must have returned true. NULL
+ * allowed. */
+void server_free(Server *s);
 /* True when every worker thread has been running a job and none has
  * started or finished one for longer than stuck_us (0: never): the pool
  * is wedged and the watchdog stops pinging. Thread-safe. */

@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "server.h"
 
@@ -85,11 +86,11 @@ workers_new(int nthreads, int queue_depth)
 }
 
 bool
-workers_submit(Workers *w, WorkFn fn, void *arg)
+workers_submit(Workers *w, WorkFn fn, void *arg, bool even_draining)
 {
 	bool ok = false;
 	pthread_mutex_lock(&w->mu);
-	if (!w->closed && w->count < w->depth) {
+	if ((!w->closed || (even_draining && !w->stopping)) && w->count < w->depth) {
 		w->ring[(w->head + w->count) % w->depth] = (Job){fn, arg};
 		w->count++;
 		pthread_cond_signal(&w->has_job);
@@ -121,6 +122,28 @@ workers_drain(Workers *w)
 	while (w->count > 0 || w->running > 0)
 		pthread_cond_wait(&w->idle, &w->mu);
 	pthread_mutex_unlock(&w->mu);
+}
+
+bool
+workers_drain_until(Workers *w, int64_t deadline_us)
+{
+	pthread_mutex_lock(&w->mu);
+	w->closed = true;
+	while ((w->count > 0 || w->running > 0) && kc_now_us() < deadline_us) {
+		/* kc_now_us is CLOCK_MONOTONIC; the condition variable waits on
+		 * CLOCK_REALTIME, so wait in short steps rather than convert */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&w->idle, &w->mu, &ts);
+	}
+	bool done = w->count == 0 && w->running == 0;
+	pthread_mutex_unlock(&w->mu);
+	return done;
 }
 
 void

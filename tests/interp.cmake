@@ -16,3 +16,13 @@ set_tests_properties(test_mshash PROPERTIES LABELS fast TIMEOUT 120)
 add_test(NAME http_verify
          COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_verify.py --kcsd $<TARGET_FILE:kcsd>)
 set_tests_properties(http_verify PROPERTIES LABELS slow TIMEOUT 600)
+# The verify slots, the ?threads clamp and the daemon's memory under three
+# concurrent 128 MiB verifies (tests/http/test_verify_load.py).
+add_test(NAME http_verify_gate
+         COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_verify_load.py
+                 --kcsd $<TARGET_FILE:kcsd> --only gate)
+set_tests_properties(http_verify_gate PROPERTIES LABELS "fast;tsan" TIMEOUT 120)
+add_test(NAME http_verify_load
+         COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_verify_load.py
+                 --kcsd $<TARGET_FILE:kcsd> --only load)
+set_tests_properties(http_verify_load PROPERTIES LABELS slow TIMEOUT 600)

@@ -11,3 +11,10 @@ add_test(NAME http_admin
          COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_reliability.py
                  --kcsd $<TARGET_FILE:kcsd> --only admin)
 set_tests_properties(http_admin PROPERTIES LABELS fast TIMEOUT 120)
+# A wedged compile (?inject=hang) with duplicates parked on it leaves the
+# other worker free, and SIGTERM still ends kcsd within shutdown_grace_s
+# (tests/http/test_wedge.py).
+add_test(NAME http_wedge
+         COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_wedge.py
+                 --kcsd $<TARGET_FILE:kcsd>)
+set_tests_properties(http_wedge PROPERTIES LABELS "fast;tsan" TIMEOUT 120)

@@ -284,7 +284,7 @@ def write_doc(results, opt, total_s):
     L.append("exact; near-tie comparison elements excused), with kcsd")
     L.append("`--verify-timeout-s %d --verify-max-bytes %d` (the large files need more"
              % (opt.verify_timeout, opt.verify_max_mib << 20))
-    L.append("than the defaults, 10 s and 512 MiB).")
+    L.append("than the defaults, 10 s and 256 MiB).")
     L.append("")
     L.append("**%d files: %d pass, %d refused, %d fail** (%.0f s in all on the machine"
              " that wrote this page)." % (len(results), npass, nref, nfail, total_s))

@@ -4,10 +4,13 @@
  * removes it afterwards. Covered: part round-trips, misses, index, workload
  * and schedule records, the size limit, restart survival, on-disk corruption
  * (read as a miss and counted), concurrent writers and readers, and the
- * error for a path that is not a directory. Eviction and growth: map growth
- * on MDB_MAP_FULL under concurrent writers (one growth, not one per
- * writer), eviction keeps workloads and schedules, LRU order, delete, the
- * collector thread, a truncated file moved aside at open, backup.
+ * error for a path that is not a directory. Size and eviction: a map full
+ * of what may not be evicted never grows (concurrent writers fail as
+ * "full", the file stays within the map, nothing stored is lost); kernels
+ * alone never fill it; eviction keeps schedules and their workloads and
+ * takes a workload along only once no schedule or kernel refers to it
+ * (cache_audit agrees); LRU order, delete, the collector thread, a
+ * truncated file moved aside at open, backup.
  */
 #include <fcntl.h>
 #include <ftw.h>
@@ -264,6 +267,12 @@ schedules(void)
 	const char *r1 = "{\"target\":\"cpu\",\"v\":1}";
 	const char *r1b = "{\"target\":\"cpu\",\"v\":2}";
 	const char *r2 = "{\"target\":\"gpu\",\"v\":1}";
+	/* a schedule needs its workload stored: nothing is stored without it */
+	OK(cache_put_schedule(c, &w, "cpu", r1, strlen(r1), &err) == KC_NOT_FOUND);
+	OK(err.status == KC_OK);
+	OK(cache_get_schedule(c, &w, "cpu", &b, &err) == KC_NOT_FOUND);
+	OK(cache_put_workload(c, &w, "{\"w\":1}", 7, &err) == KC_OK);
+	OK(cache_put_workload(c, &w0, "{\"w\":0}", 7, &err) == KC_OK);
 	OK(cache_put_schedule(c, &w, "cpu", r1, strlen(r1), &err) == KC_OK);
 	OK(cache_get_schedule(c, &w, "cpu", &b, &err) == KC_OK && b.len == strlen(r1) &&
 	   memcmp(b.data, r1, b.len) == 0);
@@ -505,37 +514,81 @@ open_opts(const char *dir, const CacheOptions *opt)
 	return c;
 }
 
-#define GROW_THREADS 8
+#define FULL_THREADS 8
 
-typedef struct Grower {
+typedef struct Filler {
 	Cache *c;
 	unsigned id;
 	pthread_barrier_t *go;
-	atomic_int *failures;
-} Grower;
+	atomic_int *stored, *full;
+} Filler;
+
+static bool
+better_never(const char *existing, size_t existing_len, const char *incoming, size_t incoming_len,
+             void *arg)
+{
+	(void)existing, (void)existing_len, (void)incoming, (void)incoming_len, (void)arg;
+	return false;
+}
+
+/* The text of pinned workload `seed`, `len` bytes, into buf. */
+static void
+pinned_text(unsigned seed, size_t len, char *buf)
+{
+	int n = snprintf(buf, len, "{\"pinned\":%u,\"pad\":\"", seed);
+	memset(buf + n, 'a' + (char)(seed % 26), len - (size_t)n - 2);
+	memcpy(buf + len - 2, "\"}", 2);
+}
+
+/* A workload of `len` bytes derived from `seed`, with a schedule: nothing
+ * eviction may remove. One merge (one transaction) stores both. */
+static KcStatus
+put_pinned(Cache *c, unsigned seed, size_t len, KcErr *err)
+{
+	char *text = kc_xmalloc(len);
+	pinned_text(seed, len, text);
+	CacheScheduleIn it = {.canonical = text,
+	                      .canonical_len = len,
+	                      .target = "cpu",
+	                      .record = "{\"s\":1}",
+	                      .record_len = 7};
+	kc_sha256(text, len, &it.workload_key);
+	KcStatus st = cache_merge_schedules(c, &it, 1, better_never, NULL, err);
+	free(text);
+	return st;
+}
 
 static void *
-grower(void *arg)
+filler(void *arg)
 {
-	Grower *g = arg;
-	static char big[30000];
-	pthread_barrier_wait(g->go);
+	Filler *f = arg;
+	pthread_barrier_wait(f->go);
 	for (unsigned r = 0; r < 2; r++) {
-		KcDigest k;
-		char s[32];
 		KcErr err = {0};
-		snprintf(s, sizeof s, "grow %u %u", g->id, r);
-		kc_sha256(s, strlen(s), &k);
-		if (cache_put_workload(g->c, &k, big, sizeof big, &err) != KC_OK)
-			atomic_fetch_add(g->failures, 1);
+		KcStatus st = put_pinned(f->c, 100000 + f->id * 10 + r, 30000, &err);
+		if (st == KC_OK)
+			atomic_fetch_add(f->stored, 1);
+		else if (st == KC_CACHE && strstr(err.msg, "full"))
+			atomic_fetch_add(f->full, 1);
 	}
 	return NULL;
 }
 
-/* Workloads fill a 1 MiB map to the brim (nothing there may be evicted);
- * then 8 writers fail on MDB_MAP_FULL together: the map grows once. */
+static off_t
+file_size(const char *dir)
+{
+	char p[4200];
+	struct stat sb;
+	snprintf(p, sizeof p, "%s/data.mdb", dir);
+	return stat(p, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* Pinned workloads (each with a schedule: nothing there may be evicted)
+ * fill a 1 MiB map; then 8 writers fail on MDB_MAP_FULL together. The map
+ * never grows: they fail with "full", the file stays within the map, and
+ * every record stored before reads back, also after a reopen. */
 static void
-growth_once(void)
+map_never_grows(void)
 {
 	char *dir = tmp_dir();
 	CacheOptions opt = {.map_bytes = (size_t)1 << 20,
@@ -543,56 +596,111 @@ growth_once(void)
 	                    .no_collector = true};
 	Cache *c = open_opts(dir, &opt);
 	CacheStats st;
-	static char fill[8000];
-	int n = 0;
+	CacheAudit au;
+	KcErr err = {0};
+	unsigned n = 0;
 	if (!c)
 		goto done;
-	/* fill until about 90% of the map's pages are taken */
-	for (;; n++) {
-		KcDigest k;
-		char s[32];
-		snprintf(s, sizeof s, "fill %d", n);
-		kc_sha256(s, strlen(s), &k);
-		OK(cache_put_workload(c, &k, fill, sizeof fill, NULL) == KC_OK);
-		cache_stats(c, &st);
-		if (st.file_bytes > st.map_bytes / 10 * 9 || st.map_growths > 0)
-			break;
-	}
-	OKF(st.map_growths == 0 && st.map_bytes == (size_t)1 << 20, "growths %llu after %d",
-	    (unsigned long long)st.map_growths, n);
-	atomic_int failures;
-	atomic_init(&failures, 0);
+	while (n < 1000 && put_pinned(c, n, 8000, &err) == KC_OK)
+		n++;
+	OKF(n > 50 && n < 1000 && err.status == KC_CACHE && strstr(err.msg, "full"),
+	    "%u pinned workloads stored, then: %s", n, err.msg);
+	OKF(file_size(dir) <= (off_t)opt.map_bytes, "data.mdb is %lld bytes",
+	    (long long)file_size(dir));
+	atomic_int stored, full;
+	atomic_init(&stored, 0);
+	atomic_init(&full, 0);
 	pthread_barrier_t go;
-	pthread_barrier_init(&go, NULL, GROW_THREADS);
-	pthread_t th[GROW_THREADS];
-	Grower g[GROW_THREADS];
-	for (unsigned i = 0; i < GROW_THREADS; i++) {
-		g[i] = (Grower){c, i, &go, &failures};
-		OK(pthread_create(&th[i], NULL, grower, &g[i]) == 0);
+	pthread_barrier_init(&go, NULL, FULL_THREADS);
+	pthread_t th[FULL_THREADS];
+	Filler f[FULL_THREADS];
+	for (unsigned i = 0; i < FULL_THREADS; i++) {
+		f[i] = (Filler){c, i, &go, &stored, &full};
+		OK(pthread_create(&th[i], NULL, filler, &f[i]) == 0);
 	}
-	for (unsigned i = 0; i < GROW_THREADS; i++)
+	for (unsigned i = 0; i < FULL_THREADS; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&go);
+	OKF(atomic_load(&stored) == 0 && atomic_load(&full) == 2 * FULL_THREADS,
+	    "writes on a full map: %d stored, %d refused as full", atomic_load(&stored),
+	    atomic_load(&full));
 	cache_stats(c, &st);
-	OKF(atomic_load(&failures) == 0, "failed writes: %d", atomic_load(&failures));
-	OKF(st.map_growths == 1, "map growths: %llu (want exactly 1)",
-	    (unsigned long long)st.map_growths);
-	OKF(st.map_bytes == (size_t)2 << 20, "map: %llu", (unsigned long long)st.map_bytes);
-	/* everything written reads back */
-	KcBuf b = {0};
-	KcDigest k;
-	kc_sha256("grow 7 1", 8, &k);
-	OK(cache_get_workload(c, &k, &b, NULL) == KC_OK && b.len == 30000);
-	kc_buf_free(&b);
+	OKF(st.map_bytes == opt.map_bytes && st.file_bytes <= opt.map_bytes &&
+	        st.full_refusals >= 2 * FULL_THREADS && st.schedules == n && st.workloads == n,
+	    "map %llu, file %llu, refusals %llu, %llu schedules", (unsigned long long)st.map_bytes,
+	    (unsigned long long)st.file_bytes, (unsigned long long)st.full_refusals,
+	    (unsigned long long)st.schedules);
+	OKF(file_size(dir) <= (off_t)opt.map_bytes, "data.mdb is %lld bytes",
+	    (long long)file_size(dir));
 	cache_close(c);
-	/* the grown size is kept by the file: a reopen at 1 MiB still reads it */
+	/* everything stored reads back after a reopen; the references agree */
 	c = open_opts(dir, &opt);
 	if (c) {
-		OK(cache_get_workload(c, &k, &b, NULL) == KC_OK && b.len == 30000);
+		KcBuf b = {0};
+		unsigned good = 0;
+		static char text[8000];
+		for (unsigned i = 0; i < n; i++) {
+			KcDigest wk;
+			pinned_text(i, sizeof text, text);
+			kc_sha256(text, sizeof text, &wk);
+			b.len = 0;
+			if (cache_get_workload(c, &wk, &b, NULL) != KC_OK || b.len != sizeof text ||
+			    memcmp(b.data, text, sizeof text) != 0)
+				continue;
+			b.len = 0;
+			if (cache_get_schedule(c, &wk, "cpu", &b, NULL) == KC_OK && b.len == 7)
+				good++;
+		}
 		kc_buf_free(&b);
+		OKF(good == n, "%u of %u workloads and schedules read back", good, n);
+		OK(cache_audit(c, &au, &err) == KC_OK && au.workloads == n && au.schedules == n &&
+		   au.unreferenced_workloads == 0 && au.schedules_without_workload == 0);
 		cache_close(c);
 	}
+	OKF(file_size(dir) <= (off_t)opt.map_bytes, "data.mdb is %lld bytes",
+	    (long long)file_size(dir));
 done:
+	rm_dir(dir);
+}
+
+/* Kernels alone never fill the store: with no collector and the eviction
+ * ceiling at the map, 400 kernels (about 1.4 MiB) go into a 1 MiB map,
+ * every MDB_MAP_FULL evicting the oldest with their workloads. */
+static void
+full_of_kernels(void)
+{
+	char *dir = tmp_dir();
+	CacheOptions opt = {.map_bytes = (size_t)1 << 20,
+	                    .max_bytes = ((size_t)1 << 20) - 4096,
+	                    .no_collector = true};
+	Cache *c = open_opts(dir, &opt);
+	TKernel *t = kc_xmalloc(sizeof *t);
+	CacheStats st;
+	CacheAudit au;
+	KcErr err = {0};
+	int failed = 0;
+	if (!c)
+		goto done;
+	for (unsigned i = 0; i < 400; i++) {
+		make_kernel(t, 20000 + i, "cpu");
+		if (cache_put_kernel(c, &t->put, &err) != KC_OK)
+			failed++;
+	}
+	cache_stats(c, &st);
+	OKF(failed == 0 && st.evictions > 0 && st.evicted_workloads == st.evictions &&
+	        st.file_bytes <= opt.map_bytes,
+	    "%d puts failed (%s), %llu evicted, %llu workloads evicted, file %llu", failed, err.msg,
+	    (unsigned long long)st.evictions, (unsigned long long)st.evicted_workloads,
+	    (unsigned long long)st.file_bytes);
+	OK(kernel_reads_back(c, t)); /* the newest */
+	OK(cache_audit(c, &au, &err) == KC_OK && au.kernels == st.entries &&
+	   au.workloads == au.kernels && au.unreferenced_workloads == 0 &&
+	   au.kernels_without_workload == 0);
+	OKF(file_size(dir) <= (off_t)opt.map_bytes, "data.mdb is %lld bytes",
+	    (long long)file_size(dir));
+	cache_close(c);
+done:
+	free(t);
 	rm_dir(dir);
 }
 
@@ -611,6 +719,13 @@ kernel_indexed(Cache *c, const TKernel *t)
 {
 	KcDigest id;
 	return cache_get_index(c, &t->put.workload_key, t->target, &id, NULL) == KC_OK;
+}
+
+/* The stored bytes of t's parts (what eviction counts per kernel). */
+static uint64_t
+kernel_bytes(const TKernel *t)
+{
+	return 3 * 40 + t->put.meta_len + t->put.object_len + t->put.ir_len;
 }
 
 static void
@@ -660,11 +775,127 @@ done:
 	rm_dir(dir);
 }
 
+/* The store's references agree: no kernel or schedule without its
+ * workload, no workload with neither. */
+static bool
+audit_clean(Cache *c, CacheAudit *au)
+{
+	KcErr err = {0};
+	bool ok = cache_audit(c, au, &err) == KC_OK && au->unreferenced_workloads == 0 &&
+	          au->kernels_without_workload == 0 && au->schedules_without_workload == 0;
+	if (!ok)
+		printf(
+		    "# audit: %s; %llu workloads (%llu unreferenced), %llu kernels (%llu without "
+		    "workload), %llu schedules (%llu without workload)\n",
+		    err.msg, (unsigned long long)au->workloads,
+		    (unsigned long long)au->unreferenced_workloads, (unsigned long long)au->kernels,
+		    (unsigned long long)au->kernels_without_workload,
+		    (unsigned long long)au->schedules,
+		    (unsigned long long)au->schedules_without_workload);
+	return ok;
+}
+
+static bool
+workload_there(Cache *c, const KcDigest *wk)
+{
+	KcBuf b = {0};
+	bool ok = cache_get_workload(c, wk, &b, NULL) == KC_OK;
+	kc_buf_free(&b);
+	return ok;
+}
+
+/* Eviction takes a workload record along once neither a schedule nor a
+ * kernel refers to it, and never before: a kernel that lost its index
+ * entry to a newer one still keeps its workload. Records nothing refers
+ * to (a bare workload, one whose kernel was deleted) go too, also when a
+ * stray part with no kref is in the store. */
+static void
+evict_workloads(void)
+{
+	char *dir = tmp_dir();
+	CacheOptions opt = {.map_bytes = (size_t)64 << 20, .no_collector = true};
+	Cache *c = open_opts(dir, &opt);
+	TKernel *t = kc_xmalloc(sizeof *t), *a = kc_xmalloc(sizeof *a), *b = kc_xmalloc(sizeof *b);
+	CacheEvictReport r;
+	CacheAudit au;
+	CacheStats st;
+	KcErr err = {0};
+	if (!c)
+		goto done;
+	struct timespec ms2 = {0, 2 * 1000 * 1000};
+	/* 63 kernels, 10 of them with a schedule; then A and B, one workload
+	 * and target: B replaces A in the index */
+	for (unsigned i = 0; i < 63; i++) {
+		make_kernel(t, 600 + i, "cpu");
+		OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+		if (i < 10)
+			OK(cache_put_schedule(c, &t->put.workload_key, "cpu", "{}", 2, NULL) ==
+			   KC_OK);
+	}
+	nanosleep(&ms2, NULL);
+	make_kernel(a, 700, "cpu");
+	make_kernel(b, 700, "cpu");
+	kc_sha256("kernel 700 cpu, rescheduled", 27, &b->put.kernel_id);
+	OK(cache_put_kernel(c, &a->put, NULL) == KC_OK);
+	OK(cache_put_kernel(c, &b->put, NULL) == KC_OK);
+	nanosleep(&ms2, NULL);
+	OK(kernel_present(c, a)); /* A is now the most recently used */
+	OK(cache_flush_touches(c, NULL) == KC_OK);
+	OK(audit_clean(c, &au) && au.workloads == 64 && au.kernels == 65);
+	/* the stored bytes of 64 kernels over the target: the 63 oldest and B */
+	cache_stats(c, &st);
+	OKF(cache_evict(c, st.bytes_used - 64 * kernel_bytes(b), &r, &err) == KC_OK &&
+	        r.kernels == 64,
+	    "evicted %llu: %s", (unsigned long long)r.kernels, err.msg);
+	OKF(r.workloads == 53, "%llu workloads evicted (53 expected: 63 less 10 with schedules)",
+	    (unsigned long long)r.workloads);
+	OK(kernel_present(c, a) && !kernel_indexed(c, a));
+	OK(workload_there(c, &a->put.workload_key)); /* A still refers to it */
+	OK(audit_clean(c, &au) && au.workloads == 11 && au.kernels == 1 && au.schedules == 10);
+
+	/* things nothing refers to: a bare workload, a deleted kernel's, and a
+	 * stray part with no kref (its workload is unknown) */
+	KcDigest bare, stray;
+	kc_sha256("bare", 4, &bare);
+	kc_sha256("stray", 5, &stray);
+	OK(cache_put_workload(c, &bare, "{\"bare\":1}", 10, NULL) == KC_OK);
+	make_kernel(t, 800, "cpu");
+	OK(cache_put_kernel(c, &t->put, NULL) == KC_OK);
+	OK(cache_delete_kernel(c, &t->put.kernel_id, NULL) == KC_OK);
+	OK(workload_there(c, &t->put.workload_key)); /* a delete leaves it */
+	OK(cache_put_part(c, &stray, CACHE_PART_ASM, "asm", 3, NULL) == KC_OK);
+	OK(cache_audit(c, &au, NULL) == KC_OK && au.unreferenced_workloads == 2);
+	OK(cache_evict(c, 1, &r, &err) == KC_OK);
+	OKF(r.kernels == 2 && r.workloads == 3, "evicted %llu kernels, %llu workloads",
+	    (unsigned long long)r.kernels, (unsigned long long)r.workloads);
+	OK(!workload_there(c, &bare) && !workload_there(c, &t->put.workload_key) &&
+	   !workload_there(c, &a->put.workload_key));
+	OK(audit_clean(c, &au) && au.workloads == 10 && au.kernels == 0 && au.schedules == 10);
+	cache_stats(c, &st);
+	OK(st.workloads == 10 && st.schedules == 10 && st.evicted_workloads == 56);
+	/* the kept workloads are whole and still take schedules */
+	for (unsigned i = 0; i < 10; i++) {
+		make_kernel(t, 600 + i, "cpu");
+		KcBuf w = {0};
+		OK(cache_get_workload(c, &t->put.workload_key, &w, NULL) == KC_OK &&
+		   strcmp(w.data, t->canonical) == 0);
+		kc_buf_free(&w);
+	}
+	make_kernel(t, 610, "cpu");
+	OK(cache_put_schedule(c, &t->put.workload_key, "cpu", "{}", 2, NULL) == KC_NOT_FOUND);
+	cache_close(c);
+done:
+	free(t);
+	free(a);
+	free(b);
+	rm_dir(dir);
+}
+
 #define LRU_N 200
 #define LRU_TOUCHED 100
 
-/* 200 kernels; the first 100 are read after all are stored. Evicting one
- * batch (64 kernels) removes only kernels that were never read. */
+/* 200 kernels; the first 100 are read after all are stored. Evicting 64
+ * kernels' worth removes 64 kernels, only ones that were never read. */
 static void
 lru_order(void)
 {
@@ -687,10 +918,10 @@ lru_order(void)
 		OK(kernel_present(c, t));
 	}
 	OK(cache_flush_touches(c, NULL) == KC_OK);
+	/* the stored bytes of 64 kernels over the target: 64 go, and no more */
 	cache_stats(c, &st);
-	OK(cache_evict(c, st.bytes_used - 1, &r, NULL) == KC_OK);
-	OKF(r.kernels == 64, "evicted %llu (one batch of 64 expected)",
-	    (unsigned long long)r.kernels);
+	OK(cache_evict(c, st.bytes_used - 64 * kernel_bytes(t), &r, NULL) == KC_OK);
+	OKF(r.kernels == 64, "evicted %llu (64 expected)", (unsigned long long)r.kernels);
 	int touched_gone = 0, untouched_gone = 0;
 	for (unsigned i = 0; i < LRU_N; i++) {
 		make_kernel(t, 1000 + i, "cpu");
@@ -708,8 +939,12 @@ lru_order(void)
 	c = open_opts(dir, &opt);
 	if (c) {
 		cache_stats(c, &st);
-		/* the next batch takes the 36 never-read kernels left first */
-		OK(cache_evict(c, st.bytes_used - 1, &r, NULL) == KC_OK && r.kernels == 64);
+		/* the next 64 are the 36 never-read kernels left, then read ones */
+		OK(cache_evict(c, st.bytes_used - 64 * kernel_bytes(t), &r, NULL) == KC_OK &&
+		   r.kernels == 64);
+		/* one byte over the target takes one kernel */
+		cache_stats(c, &st);
+		OK(cache_evict(c, st.bytes_used - 1, &r, NULL) == KC_OK && r.kernels == 1);
 		touched_gone = untouched_gone = 0;
 		for (unsigned i = 0; i < LRU_N; i++) {
 			make_kernel(t, 1000 + i, "cpu");
@@ -720,7 +955,7 @@ lru_order(void)
 			else
 				untouched_gone++;
 		}
-		OKF(untouched_gone == LRU_N - LRU_TOUCHED && touched_gone == 64 - 36,
+		OKF(untouched_gone == LRU_N - LRU_TOUCHED && touched_gone == 64 - 36 + 1,
 		    "after restart: touched gone %d, untouched gone %d", touched_gone,
 		    untouched_gone);
 		cache_close(c);
@@ -895,8 +1130,10 @@ main(void)
 	t_sub("corruption_is_a_miss", corruption_is_a_miss);
 	t_sub("concurrent", concurrent);
 	t_sub("not_a_directory", not_a_directory);
-	t_sub("growth_once", growth_once);
+	t_sub("map_never_grows", map_never_grows);
+	t_sub("full_of_kernels", full_of_kernels);
 	t_sub("evict_keeps_schedules", evict_keeps_schedules);
+	t_sub("evict_workloads", evict_workloads);
 	t_sub("lru_order", lru_order);
 	t_sub("delete_kernel", delete_kernel);
 	t_sub("collector", collector);
