@@ -204,7 +204,7 @@ bad_line(KcErr *err, const char *where, const char *msg)
  * may never have seen the graph). Fills *out with the record to store
  * (target name and knobs canonical). */
 static KcStatus
-import_parse(const char *p, size_t n, ImportLine *out, KcErr *err)
+import_parse(const char *p, size_t n, size_t max_canonical, ImportLine *out, KcErr *err)
 {
 	KcStatus st = KC_OK;
 	CompileCtx *cc = NULL;
@@ -228,6 +228,13 @@ import_parse(const char *p, size_t n, ImportLine *out, KcErr *err)
 	}
 	if (!cJSON_IsObject(wl) || !member_span(p, p + n, "workload", &ws, &wn)) {
 		st = bad_line(err, "/workload", "workload must be the canonical graph object");
+		goto done;
+	}
+	if (wn > max_canonical) {
+		/* as for a compile: a schedule pins its workload in the store */
+		st = kc_fail(err, KC_TOO_LARGE, "/workload",
+		             "the canonical workload is %zu bytes, over max_canonical_bytes (%zu)", wn,
+		             max_canonical);
 		goto done;
 	}
 	kc_sha256(ws, wn, &got);
@@ -336,7 +343,7 @@ h_import(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 			bool scanned = api_json_scan(a, q, (size_t)(le - q), &lerr) == KC_OK;
 			if (!scanned)
 				api_metrics_json_refusal(a);
-			if (scanned && import_parse(q, (size_t)(le - q), il, &lerr) == KC_OK) {
+			if (scanned && import_parse(q, (size_t)(le - q), a->cfg.max_canonical_bytes, il, &lerr) == KC_OK) {
 				nlines++;
 			} else {
 				kc_buf_free(&il->record);

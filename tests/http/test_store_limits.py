@@ -268,8 +268,17 @@ def check_full(d, watch, pinned):
     """Pin data until an import is refused as full; compiles still answer."""
     stored = {}
     refused = None
+    # a workload over max_canonical_bytes is refused on import as on compile
+    _, big = pinned_line(999, 1 << 20)
+    st, _, data = request(d, "POST", "/v1/import", big, ctype="application/x-ndjson")
+    rj = json.loads(data) if st == 200 else {}
+    T.ok(st == 200 and rj.get("imported") == 0 and rj.get("rejected")
+         and rj["rejected"][0]["error"]["code"] == "too_large"
+         and rj["rejected"][0]["error"]["where"] == "/workload",
+         "full: an imported workload over max_canonical_bytes is rejected (too_large)",
+         (st, data[:300]))
     for i in range(40):
-        wk, line = pinned_line(i, 1 << 20)
+        wk, line = pinned_line(i, (1 << 20) - 64)
         st, _, data = request(d, "POST", "/v1/import", line, ctype="application/x-ndjson")
         watch.step("import %d" % i)
         if st == 200 and json.loads(data).get("imported") == 1:
