@@ -233,8 +233,8 @@ import_parse(const char *p, size_t n, size_t max_canonical, ImportLine *out, KcE
 	if (wn > max_canonical) {
 		/* as for a compile: a schedule pins its workload in the store */
 		st = kc_fail(err, KC_TOO_LARGE, "/workload",
-		             "the canonical workload is %zu bytes, over max_canonical_bytes (%zu)", wn,
-		             max_canonical);
+		             "the canonical workload is %zu bytes, over max_canonical_bytes (%zu)",
+		             wn, max_canonical);
 		goto done;
 	}
 	kc_sha256(ws, wn, &got);
@@ -343,7 +343,8 @@ h_import(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 			bool scanned = api_json_scan(a, q, (size_t)(le - q), &lerr) == KC_OK;
 			if (!scanned)
 				api_metrics_json_refusal(a);
-			if (scanned && import_parse(q, (size_t)(le - q), a->cfg.max_canonical_bytes, il, &lerr) == KC_OK) {
+			if (scanned && import_parse(q, (size_t)(le - q), a->cfg.max_canonical_bytes,
+			                            il, &lerr) == KC_OK) {
 				nlines++;
 			} else {
 				kc_buf_free(&il->record);
