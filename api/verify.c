@@ -432,12 +432,11 @@ gate_leave(ApiCtx *a)
 	pthread_mutex_unlock(&g->mu);
 }
 
-/* The CPUs online: a runner with more threads only time-slices them. */
+/* The CPUs kcsd may use: a runner with more threads only time-slices them. */
 static int
 cpus_online(void)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)n : 1;
+	return kc_cpu_count();
 }
 
 /* ---- the runner process ------------------------------------------------------- */

@@ -171,6 +171,10 @@ void kc_artifact_message(KcBuf *out, const char *kernel_id, const char *object_s
 int64_t kc_now_us(void);                       /* CLOCK_MONOTONIC, microseconds */
 int64_t kc_wall_s(void);                       /* CLOCK_REALTIME, seconds since the epoch */
 void kc_iso8601(int64_t wall_s, char out[32]); /* "2026-11-30T09:41:00Z" */
+/* The CPUs this process may run on: its affinity mask (a container or
+ * taskset pinning it to fewer counts), else the online CPUs; at least 1.
+ * Thread-safe. */
+int kc_cpu_count(void);
 
 typedef enum KcLogLevel { KC_LOG_DEBUG, KC_LOG_INFO, KC_LOG_WARN, KC_LOG_ERROR } KcLogLevel;
 /* Set the minimum level printed (default INFO). Call before threads start. */

@@ -2,6 +2,7 @@
  * lines from different threads never interleave; time helpers. */
 #include "common.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +14,19 @@ void
 kc_log_set_level(KcLogLevel lvl)
 {
 	min_level = lvl;
+}
+
+int
+kc_cpu_count(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0) {
+		int n = CPU_COUNT(&set);
+		if (n > 0)
+			return n;
+	}
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
 }
 
 int64_t

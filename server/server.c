@@ -829,10 +829,8 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	pthread_cond_init(&s->reaper_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	int nworkers = (int)cfg->workers;
-	if (nworkers <= 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		nworkers = n > 0 ? (int)n : 1;
-	}
+	if (nworkers <= 0)
+		nworkers = kc_cpu_count();
 	s->workers = workers_new(nworkers, (int)cfg->queue_depth);
 	api_set_gauges(api, server_gauges, s);
 

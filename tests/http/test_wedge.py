@@ -14,7 +14,8 @@ Against kcsd with --workers 2, --test-fault-injection 1 and
     abandoned;
   - the store reopens clean: a new kcsd on the same state directory serves
     the kernel compiled before as a hit, and stops cleanly;
-  - without --test-fault-injection, ?inject is refused with 400 naming it.
+  - without --test-fault-injection, ?inject is refused with 400 naming it;
+  - started pinned to one CPU, kcsd's default worker count is 1.
 Prints TAP lines; exits 1 on any failure.
 
 usage: test_wedge.py --kcsd path/to/kcsd
@@ -31,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kcsd_harness import Kcsd  # noqa: E402
 from tap import T  # noqa: E402
-from test_api import compile_, elementwise, err_code  # noqa: E402
+from test_api import compile_, elementwise, err_code, jrequest  # noqa: E402
 
 
 def send_compile(port, body, query="", source="127.0.0.1"):
@@ -168,11 +169,19 @@ def main():
     d2.cleanup()
     d.cleanup()
 
-    # ?inject without --test-fault-injection
+    # ?inject without --test-fault-injection; started pinned to one CPU, the
+    # default worker count follows the affinity mask, not the host's CPUs
+    mask = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(mask)})
     with Kcsd(args.kcsd) as d3:
+        os.sched_setaffinity(0, mask)  # kcsd inherited the one-CPU mask
         st, h, j, _ = compile_(d3, hang_graph, "?inject=hang")
         T.ok(st == 400 and err_code(j) == "bad_request" and j["error"].get("where") == "?inject",
              "?inject without test_fault_injection: 400 naming ?inject", (st, j))
+        st, h, j, _ = jrequest(d3, "GET", "/v1/stats")
+        T.ok(st == 200 and j["queue"]["workers"] == 1,
+             "pinned to one CPU: workers 0 means one worker (the affinity mask)",
+             (st, j and j.get("queue")))
     sys.exit(T.done())
 
 
