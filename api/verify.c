@@ -330,12 +330,8 @@ VerifyGate *
 api_verify_gate_new(const ApiConfig *cfg)
 {
 	VerifyGate *g = kc_xcalloc(1, sizeof *g);
-	pthread_condattr_t ca;
 	pthread_mutex_init(&g->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	kc_cond_init_monotonic(&g->cv);
 	g->slots =
 	    cfg->verify_concurrency > 0 ? cfg->verify_concurrency : VERIFY_DEFAULT_CONCURRENCY;
 	g->queue = cfg->verify_queue > 0 ? cfg->verify_queue : 0;
@@ -383,12 +379,10 @@ gate_enter(ApiCtx *a, ApiResponse *resp)
 	} else if (g->waiting >= g->queue) {
 		full = true;
 	} else {
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_sec += g->wait_s;
+		int64_t deadline = kc_now_us() + (int64_t)g->wait_s * 1000000;
 		g->waiting++;
 		while (g->running >= g->slots)
-			if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT &&
+			if (kc_cond_wait_until(&g->cv, &g->mu, deadline) == ETIMEDOUT &&
 			    g->running >= g->slots) {
 				late = true;
 				break;

@@ -11,6 +11,7 @@
 #ifndef KCS_COMMON_H
 #define KCS_COMMON_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -91,7 +92,7 @@ char *kc_buf_take(KcBuf *b, size_t *len);
 void kc_buf_free(KcBuf *b);
 
 /* ---- JSON pre-scan (json_scan.c) ----------------------------------------
- * A JSON tree costs far more than its text (cJSON: one ~80-byte node per
+ * A JSON tree costs far more than its text (cJSON: one heap node per
  * value), so a client-sized body is bounded before it is parsed. */
 
 /* `where` of the error kc_json_scan records: the whole body. */
@@ -175,6 +176,12 @@ void kc_iso8601(int64_t wall_s, char out[32]); /* "2026-11-30T09:41:00Z" */
  * taskset pinning it to fewer counts), else the online CPUs; at least 1.
  * Thread-safe. */
 int kc_cpu_count(void);
+/* Initialises *cv to time its waits on CLOCK_MONOTONIC, kc_now_us's clock,
+ * so that a deadline survives a change of the wall clock. */
+void kc_cond_init_monotonic(pthread_cond_t *cv);
+/* pthread_cond_timedwait on a kc_cond_init_monotonic condition until
+ * kc_now_us() reaches deadline_us; returns its result (ETIMEDOUT then). */
+int kc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_us);
 
 typedef enum KcLogLevel { KC_LOG_DEBUG, KC_LOG_INFO, KC_LOG_WARN, KC_LOG_ERROR } KcLogLevel;
 /* Set the minimum level printed (default INFO). Call before threads start. */

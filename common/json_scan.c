@@ -1,8 +1,7 @@
 /* json_scan.c - bound a JSON text before any tree is built from it.
  *
- * cJSON makes one heap node (about 80 bytes with malloc's overhead) per
- * value, so a body of `[0,0,...]` costs some forty times its size once
- * parsed, and deep nesting costs stack. This pass walks the bytes once,
+ * cJSON makes one heap node per value, so a body of `[0,0,...]` costs many
+ * times its size once parsed, and deep nesting costs stack. This pass walks the bytes once,
  * counts what a parser could make a node of and tracks the nesting depth,
  * and stops at the first limit passed, so a refused body never reaches the
  * parser. It is deliberately not a validator: it only needs to find where

@@ -29,6 +29,24 @@ kc_cpu_count(void)
 	return n > 0 ? (int)n : 1;
 }
 
+void
+kc_cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	KC_ASSERT(pthread_cond_init(cv, &ca) == 0);
+	pthread_condattr_destroy(&ca);
+}
+
+int
+kc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_us)
+{
+	struct timespec ts = {.tv_sec = (time_t)(deadline_us / 1000000),
+	                      .tv_nsec = (long)(deadline_us % 1000000) * 1000};
+	return pthread_cond_timedwait(cv, mu, &ts);
+}
+
 int64_t
 kc_now_us(void)
 {

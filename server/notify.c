@@ -48,13 +48,9 @@ watchdog_main(void *arg)
 			       (long long)(n->stuck_us / 1000000));
 			wedged_logged = true;
 		}
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t ns = (uint64_t)ts.tv_nsec + (n->period_us % 1000000) * 1000;
-		ts.tv_sec += (time_t)(n->period_us / 1000000 + ns / 1000000000);
-		ts.tv_nsec = (long)(ns % 1000000000);
+		int64_t deadline = kc_now_us() + (int64_t)n->period_us;
 		pthread_mutex_lock(&n->mu);
-		while (!n->stop && pthread_cond_timedwait(&n->cv, &n->mu, &ts) != ETIMEDOUT)
+		while (!n->stop && kc_cond_wait_until(&n->cv, &n->mu, deadline) != ETIMEDOUT)
 			;
 	}
 	pthread_mutex_unlock(&n->mu);
@@ -68,11 +64,7 @@ notify_ready(Server *srv, int port, int stuck_s)
 	n->srv = srv;
 	n->stuck_us = (int64_t)stuck_s * 1000000;
 	pthread_mutex_init(&n->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&n->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	kc_cond_init_monotonic(&n->cv);
 
 	sd_notifyf(0, "READY=1\nSTATUS=listening on port %d", port);
 	uint64_t usec = 0;

@@ -377,12 +377,7 @@ reaper_main(void *arg)
 				atomic_fetch_add(&s->reaped, 1);
 			}
 		}
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t ns = (int64_t)ts.tv_nsec + tick_us * 1000;
-		ts.tv_sec += (time_t)(ns / 1000000000);
-		ts.tv_nsec = (long)(ns % 1000000000);
-		pthread_cond_timedwait(&s->reaper_cv, &s->conns_mu, &ts);
+		kc_cond_wait_until(&s->reaper_cv, &s->conns_mu, kc_now_us() + tick_us);
 	}
 	pthread_mutex_unlock(&s->conns_mu);
 	return NULL;
@@ -823,11 +818,7 @@ server_new(const ServerConfig *cfg, ApiCtx *api, KcErr *err)
 	atomic_init(&s->nconns, 0);
 	s->deadline_us = cfg->request_deadline_s * 1000000;
 	pthread_mutex_init(&s->conns_mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->reaper_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	kc_cond_init_monotonic(&s->reaper_cv);
 	int nworkers = (int)cfg->workers;
 	if (nworkers <= 0)
 		nworkers = kc_cpu_count();

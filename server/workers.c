@@ -7,8 +7,8 @@
  * and running ones, which is what a graceful shutdown needs.
  */
 #include <pthread.h>
+#include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "server.h"
 
@@ -67,7 +67,7 @@ workers_new(int nthreads, int queue_depth)
 	Workers *w = kc_xcalloc(1, sizeof *w);
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->has_job, NULL);
-	pthread_cond_init(&w->idle, NULL);
+	kc_cond_init_monotonic(&w->idle);
 	w->depth = queue_depth;
 	w->ring = kc_xcalloc((size_t)queue_depth, sizeof *w->ring);
 	w->nthreads = nthreads;
@@ -129,18 +129,9 @@ workers_drain_until(Workers *w, int64_t deadline_us)
 {
 	pthread_mutex_lock(&w->mu);
 	w->closed = true;
-	while ((w->count > 0 || w->running > 0) && kc_now_us() < deadline_us) {
-		/* kc_now_us is CLOCK_MONOTONIC; the condition variable waits on
-		 * CLOCK_REALTIME, so wait in short steps rather than convert */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&w->idle, &w->mu, &ts);
-	}
+	while ((w->count > 0 || w->running > 0) &&
+	       kc_cond_wait_until(&w->idle, &w->mu, deadline_us) != ETIMEDOUT)
+		;
 	bool done = w->count == 0 && w->running == 0;
 	pthread_mutex_unlock(&w->mu);
 	return done;

@@ -98,6 +98,17 @@ def elementwise(op, shape, name=None, dtype="float32"):
     }
 
 
+def metric(d, name):
+    """The value of an unlabelled /metrics sample (an int when whole), or None."""
+    st, _, data = request(d, "GET", "/metrics")
+    for line in data.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == name:
+            v = float(parts[1])
+            return int(v) if v.is_integer() else v
+    return None
+
+
 def compile_(d, graph, query=""):
     return jrequest(d, "POST", "/v1/compile" + query, graph)
 

@@ -45,7 +45,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kcsd_harness import Kcsd  # noqa: E402
 from tap import T  # noqa: E402
-from test_api import elementwise, err_code, jrequest, request  # noqa: E402
+from test_api import elementwise, err_code, jrequest, metric  # noqa: E402
 
 MIB = 1 << 20
 BUDGET = 8 * MIB
@@ -74,14 +74,6 @@ def reset_peak(pid):
         return True
     except OSError:
         return False
-
-
-def metric(d, name):
-    st, _, body = request(d, "GET", "/metrics")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(float(line.split()[1]))
-    return None
 
 
 def connect_from(src, port):

@@ -29,7 +29,6 @@ import argparse
 import base64
 import glob
 import hashlib
-import http.client
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kcsd_harness import Kcsd  # noqa: E402
 from tap import T  # noqa: E402
+from test_api import metric, request  # noqa: E402
 
 MAP_BYTES = 16 << 20
 CHAINS = 20
@@ -51,25 +51,6 @@ CHAIN_OPS = 3000
 def note(msg):
     print("# " + msg)
     sys.stdout.flush()
-
-
-def request(d, method, path, body=None, ctype="application/json", timeout=300):
-    """Returns (status, headers dict (lower-case keys), body bytes)."""
-    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=timeout)
-    headers = {}
-    if body is not None:
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-        elif isinstance(body, str):
-            body = body.encode()
-        headers["Content-Type"] = ctype
-    try:
-        c.request(method, path, body=body, headers=headers)
-        r = c.getresponse()
-        data = r.read()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
-    finally:
-        c.close()
 
 
 def tensor(name, shape, formal=None, value=None):
@@ -119,14 +100,6 @@ def object_ok(j):
 def stats(d):
     st, _, data = request(d, "GET", "/v1/stats")
     return json.loads(data)["cache"] if st == 200 else {}
-
-
-def metric(d, name):
-    st, _, data = request(d, "GET", "/metrics")
-    for line in data.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(float(line.split()[1]))
-    return None
 
 
 def file_size(state_dir):

@@ -23,7 +23,6 @@ usage: test_verify_load.py --kcsd path/to/kcsd [--only gate|load]
 """
 
 import argparse
-import http.client
 import json
 import os
 import sys
@@ -34,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from kcsd_harness import Kcsd  # noqa: E402
 from tap import T  # noqa: E402
+from test_api import jrequest, metric  # noqa: E402
 from test_verify import get, inline_graph, post  # noqa: E402
 
 BIG_N = 8 << 20  # elements: 2 x 32 MiB inputs + 2 x 32 MiB output = 128 MiB
@@ -42,17 +42,8 @@ HANG_S = 8
 
 
 def cpus():
-    """sysconf(_SC_NPROCESSORS_ONLN), as kcsd counts them."""
-    return os.sysconf("SC_NPROCESSORS_ONLN")
-
-
-def metric(d, name):
-    st, body = get(d, "/metrics")
-    for line in body.decode().splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == name:
-            return float(parts[1])
-    return None
+    """The CPUs of this process's affinity mask, as kcsd counts them."""
+    return len(os.sched_getaffinity(0))
 
 
 def wait_metric(d, name, want, limit_s=60):
@@ -67,20 +58,8 @@ def wait_metric(d, name, want, limit_s=60):
 
 def post_h(d, path, body):
     """post() with the response headers."""
-    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
-    try:
-        c.request("POST", path, body=json.dumps(body).encode(),
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        raw = r.read()
-        headers = {k.lower(): v for k, v in r.getheaders()}
-    finally:
-        c.close()
-    try:
-        j = json.loads(raw)
-    except ValueError:
-        j = None
-    return r.status, j, raw.decode("utf-8", "replace"), headers
+    st, headers, j, raw = jrequest(d, "POST", path, body)
+    return st, j, raw.decode("utf-8", "replace"), headers
 
 
 def in_thread(fn, *args):

@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kcsd_harness import Kcsd  # noqa: E402
 from tap import T  # noqa: E402
-from test_api import compile_, elementwise, err_code, jrequest  # noqa: E402
+from test_api import compile_, elementwise, err_code, jrequest, metric  # noqa: E402
 
 
 def send_compile(port, body, query="", source="127.0.0.1"):
@@ -68,25 +68,6 @@ def read_reply(s):
     except ValueError:
         j = None
     return int(data[9:12]), j
-
-
-def metric(d, name):
-    s = send_get(d.port, "/metrics")
-    m = re.search(r"^%s (\d+)$" % re.escape(name), s, re.M)
-    return int(m.group(1)) if m else None
-
-
-def send_get(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
-    chunks = []
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        chunks.append(b)
-    s.close()
-    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def wait_for(pred, timeout=20.0):

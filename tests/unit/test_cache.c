@@ -664,7 +664,7 @@ done:
 }
 
 /* Kernels alone never fill the store: with no collector and the eviction
- * ceiling at the map, 400 kernels (about 1.4 MiB) go into a 1 MiB map,
+ * ceiling at the map, 400 kernels (more than the map holds) go into a 1 MiB map,
  * every MDB_MAP_FULL evicting the oldest with their workloads. */
 static void
 full_of_kernels(void)
