@@ -48,72 +48,24 @@ typedef struct FlagMap {
 	int in_target;    /* printed in the default target name */
 } FlagMap;
 
-/* x86: /proc/cpuinfo "flags" -> LLVM; the order of the target name. */
-/* clang-format off */
+/* /proc/cpuinfo spelling -> LLVM, in the order of the target name. */
 static const FlagMap x86_flags[] = {
-	{"pni", "sse3", 1}, {"ssse3", "ssse3", 1}, {"sse4_1", "sse4.1", 1},
-	{"sse4_2", "sse4.2", 1}, {"popcnt", "popcnt", 1}, {"avx", "avx", 1},
-	{"avx2", "avx2", 1}, {"fma", "fma", 1}, {"f16c", "f16c", 1},
-	{"bmi1", "bmi", 1}, {"bmi2", "bmi2", 1}, {"abm", "lzcnt", 1},
-	{"lzcnt", "lzcnt", 1}, {"movbe", "movbe", 1}, {"aes", "aes", 1},
-	{"pclmulqdq", "pclmul", 1}, {"adx", "adx", 1},
-	{"avx512f", "avx512f", 1}, {"avx512cd", "avx512cd", 1},
-	{"avx512bw", "avx512bw", 1}, {"avx512dq", "avx512dq", 1},
-	{"avx512vl", "avx512vl", 1}, {"avx512_vnni", "avx512vnni", 1},
-	{"avx512_bf16", "avx512bf16", 1}, {"avx512_fp16", "avx512fp16", 1},
-	{"avx512ifma", "avx512ifma", 1}, {"avx512vbmi", "avx512vbmi", 1},
-	{"avx512_vbmi2", "avx512vbmi2", 1}, {"avx512_bitalg", "avx512bitalg", 1},
-	{"avx512_vpopcntdq", "avx512vpopcntdq", 1}, {"gfni", "gfni", 1},
-	{"vaes", "vaes", 1}, {"vpclmulqdq", "vpclmulqdq", 1},
-	{"avx_vnni", "avxvnni", 1},
-	/* known to LLVM but left out of the target name */
-	{"fpu", "x87", 0}, {"cmov", "cmov", 0}, {"cx8", "cx8", 0},
-	{"mmx", "mmx", 0}, {"fxsr", "fxsr", 0}, {"sse", "sse", 0},
-	{"sse2", "sse2", 0}, {"lm", "64bit", 0}, {"sse3", "sse3", 0},
-	{"sse4a", "sse4a", 0}, {"fma4", "fma4", 0}, {"xop", "xop", 0},
-	{"rdrand", "rdrnd", 0}, {"rdseed", "rdseed", 0},
-	{"fsgsbase", "fsgsbase", 0}, {"invpcid", "invpcid", 0},
-	{"sha_ni", "sha", 0}, {"clflushopt", "clflushopt", 0},
-	{"clwb", "clwb", 0}, {"xsave", "xsave", 0}, {"xsaveopt", "xsaveopt", 0},
-	{"xsavec", "xsavec", 0}, {"xsaves", "xsaves", 0}, {"cx16", "cx16", 0},
-	{"lahf_lm", "sahf", 0}, {"3dnowprefetch", "prfchw", 0},
-	{"prefetchw", "prfchw", 0}, {"tbm", "tbm", 0}, {"lwp", "lwp", 0},
-	{"clzero", "clzero", 0}, {"monitorx", "mwaitx", 0},
-	{"wbnoinvd", "wbnoinvd", 0}, {"rdpid", "rdpid", 0}, {"pku", "pku", 0},
-	{"movdiri", "movdiri", 0}, {"movdir64b", "movdir64b", 0},
-	{"waitpkg", "waitpkg", 0}, {"serialize", "serialize", 0},
-	{"tsxldtrk", "tsxldtrk", 0}, {"ptwrite", "ptwrite", 0},
-	{"cldemote", "cldemote", 0}, {"enqcmd", "enqcmd", 0},
-	{"uintr", "uintr", 0}, {"hreset", "hreset", 0}, {"rtm", "rtm", 0},
-	{"sgx", "sgx", 0}, {"user_shstk", "shstk", 0},
-	{"avx_vnni_int8", "avxvnniint8", 0}, {"avx_ifma", "avxifma", 0},
-	{"avx_ne_convert", "avxneconvert", 0}, {"cmpccxadd", "cmpccxadd", 0},
-	{"prefetchi", "prefetchi", 0},
-	{"avx512_vp2intersect", "avx512vp2intersect", 0},
-	{"amx_tile", "amx-tile", 0}, {"amx_int8", "amx-int8", 0},
-	{"amx_bf16", "amx-bf16", 0}, {"amx_fp16", "amx-fp16", 0},
-	{"amx_complex", "amx-complex", 0}, {"rdpru", "rdpru", 0},
-	{"mwaitx", "mwaitx", 0}, {"avx512er", "avx512er", 0},
-	{"avx512pf", "avx512pf", 0}, {"pconfig", "pconfig", 0},
-	{"sha512", "sha512", 0}, {"sm3", "sm3", 0}, {"sm4", "sm4", 0},
-	/* implied: LLVM spells out what the hardware flag guarantees */
-	{"sse4_2", "crc32", 0}, {"avx512f", "evex512", 0},
+#define X86(fl, llvm, t) {fl, llvm, t},
+#define ARM(fl, llvm, t)
+#include "cpuflags.def"
+#undef X86
+#undef ARM
 };
 
-/* aarch64: /proc/cpuinfo "Features" -> LLVM. */
 static const FlagMap arm_flags[] = {
-	{"asimd", "neon", 1}, {"fphp", "fullfp16", 1}, {"asimdhp", "fullfp16", 1},
-	{"asimddp", "dotprod", 1}, {"i8mm", "i8mm", 1}, {"bf16", "bf16", 1},
-	{"sve", "sve", 1}, {"sve2", "sve2", 1}, {"atomics", "lse", 1},
-	{"crc32", "crc", 1}, {"aes", "aes", 1}, {"pmull", "aes", 0},
-	{"sha2", "sha2", 1}, {"sha1", "sha2", 0}, {"fp", "fp-armv8", 0},
-	{"sha3", "sha3", 0}, {"sha512", "sha3", 0}, {"asimdrdm", "rdm", 0},
-	{"fcma", "complxnum", 0}, {"jscvt", "jsconv", 0}, {"lrcpc", "rcpc", 0},
-	{"dcpop", "ccpp", 0}, {"sm4", "sm4", 0}, {"asimdfhm", "fp16fml", 0},
-	{"flagm", "flagm", 0}, {"ssbs", "ssbs", 0}, {"sb", "sb", 0},
-	{"paca", "pauth", 0}, {"bti", "bti", 0}, {"mte", "mte", 0},
-	{"frint", "fptoint", 0}, {"rng", "rand", 0},
+#define X86(fl, llvm, t)
+#define ARM(fl, llvm, t) {fl, llvm, t},
+#include "cpuflags.def"
+#undef X86
+#undef ARM
 };
+
+/* clang-format off */
 
 /* Always present on the architecture (baseline). */
 static const char *const x86_base[] = {"64bit", "x87", "cmov", "cx8", "mmx", "fxsr", "sse", "sse2"};

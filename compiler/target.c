@@ -450,6 +450,71 @@ add_feats(KcArch arch, const char *s, size_t len, const char *seps, const char *
 	return KC_OK;
 }
 
+/* How /proc/cpuinfo spells each feature (the clients' table too). */
+typedef struct OsFlag {
+	KcArch arch;
+	const char *flag, *llvm;
+} OsFlag;
+
+static const OsFlag os_flags[] = {
+#define X86(fl, llvm, t) {TA_X86_64, fl, llvm},
+#define ARM(fl, llvm, t) {TA_AARCH64, fl, llvm},
+#include "cpuflags.def"
+#undef X86
+#undef ARM
+};
+
+static bool
+has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = list; (p = strstr(p, word)) != NULL; p += n) {
+		bool start = p == list || p[-1] == ' ' || p[-1] == '\t';
+		bool end = p[n] == 0 || p[n] == ' ' || p[n] == '\n' || p[n] == '\t';
+		if (start && end)
+			return true;
+	}
+	return false;
+}
+
+/* The first "flags" (x86) or "Features" (aarch64) line of /proc/cpuinfo,
+ * malloc'd; NULL where there is none. */
+static char *
+os_flags_line(KcArch arch)
+{
+	const char *key = arch == TA_AARCH64 ? "Features" : "flags";
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return NULL;
+	char *line = NULL, *found = NULL;
+	size_t cap = 0;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char *colon = strchr(line, ':');
+		if (colon && strncmp(line, key, strlen(key)) == 0)
+			found = strdup(colon + 1);
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* True when the OS's flags line has a spelling for feat and lists none of
+ * them: LLVM's CPUID probe sees the feature but the kernel (or hypervisor)
+ * does not offer it. A feature cpuinfo has no spelling for is kept. */
+static bool
+os_lacks(KcArch arch, const char *line, const char *feat)
+{
+	bool known = false;
+	for (size_t i = 0; i < sizeof os_flags / sizeof os_flags[0]; i++) {
+		if (os_flags[i].arch != arch || strcmp(os_flags[i].llvm, feat) != 0)
+			continue;
+		known = true;
+		if (has_word(line, os_flags[i].flag))
+			return false;
+	}
+	return known;
+}
+
 KcStatus
 kc_target_host(KcTarget *out, KcErr *err)
 {
@@ -469,17 +534,22 @@ kc_target_host(KcTarget *out, KcErr *err)
 	if (!cpu)
 		cpu = arch_info[arch].default_cpu;
 	/* "+a,-b,+c": keep the positive ones LLVM 19 names (all of them, in
-	 * practice; unknown ones could not matter to codegen anyway) */
+	 * practice; unknown ones could not matter to codegen anyway) that the
+	 * OS also lists, so "cpu" never needs more than a client that reads
+	 * /proc/cpuinfo on this machine finds (on virtual machines whose
+	 * cpuinfo hides lzcnt, sse4a or fsgsbase that CPUID still reports) */
+	char *os = os_flags_line(arch);
 	for (const char *p = feat_s ? feat_s : ""; *p;) {
 		const char *e = strchr(p, ',');
 		size_t len = e ? (size_t)(e - p) : strlen(p);
 		if (len > 1 && *p == '+' && nf < MAX_FEATS) {
 			const char *f = feat_name(arch, p + 1, len - 1);
-			if (f)
+			if (f && !(os && os_lacks(arch, os, f)))
 				feats[nf++] = f;
 		}
 		p += len + (e ? 1 : 0);
 	}
+	free(os);
 	LLVMDisposeMessage(cpu_s);
 	LLVMDisposeMessage(feat_s);
 	return finish(arch, cpu, feats, nf, out, err, "target");
