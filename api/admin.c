@@ -410,17 +410,21 @@ h_kernel_delete(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse
 	KcErr err = {0};
 	KcBuf b = {0};
 	char hex[65];
+	/* a crashed or timed-out compile is remembered without a kernel:
+	 * DELETE forgets that too, so the next request compiles again */
+	bool negative = api_negative_clear(a, &m->id);
 	KcStatus st = cache_delete_kernel(a->cache, &m->id, &err);
-	if (st == KC_NOT_FOUND) {
+	if (st == KC_NOT_FOUND && !negative) {
 		api_reply_error(resp, KC_NOT_FOUND, NULL, "no such kernel");
 		return;
 	}
-	if (st != KC_OK) {
+	if (st != KC_OK && st != KC_NOT_FOUND) {
 		api_reply_kcerr(resp, &err);
 		return;
 	}
 	kc_digest_hex(&m->id, hex);
-	kc_buf_printf(&b, "{\"deleted\":\"%s\"}\n", hex);
+	kc_buf_printf(&b, "{\"deleted\":\"%s\",\"stored\":%s,\"negative_cache\":%s}\n", hex,
+	              st == KC_OK ? "true" : "false", negative ? "true" : "false");
 	api_reply_json_buf(resp, 200, &b);
 }
 

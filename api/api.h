@@ -16,6 +16,7 @@
 
 #include "cache.h"
 #include "common.h"
+#include "worker.h"
 #include "compiler.h"
 
 typedef struct ApiCtx ApiCtx; /* opaque; one per process */
@@ -44,7 +45,16 @@ typedef struct ApiConfig {
 	const char *linker;    /* linker driver for kc_compile, NULL: default */
 	const char *tmpdir;    /* scratch directory, NULL: default */
 	int compile_timeout_s; /* a compile slower than this is logged and counted
-	                        * (kcsd_compile_overruns_total); 0: never */
+	                        * (kcsd_compile_overruns_total); 0: never. With
+	                        * a pool it is also the pool's hard deadline. */
+	/* The compile workers (worker.h), borrowed: every compile, dump and
+	 * assembly listing runs in one. NULL: in this process (no isolation;
+	 * for tools and tests that link the API without the daemon). */
+	KcPool *pool;
+	int negative_ttl_s;        /* how long a kernel_id whose compile crashed or
+	                            * timed out answers that error at once (0: off) */
+	int64_t compile_max_bytes; /* the workers' memory cap (0: none; then
+	                            * ?inject=alloc is refused) */
 	/* POST /v1/verify (verify.c) */
 	const char *runner;        /* kcsd-runner path, NULL or "": next to the
 	                            * executable; must outlive the ApiCtx */
@@ -145,13 +155,14 @@ typedef struct ApiResponse {
 
 /* Counters since start-up (also served in GET /v1/version under "stats"). */
 typedef struct ApiStats {
-	uint64_t compiles;  /* kc_compile calls that produced a kernel */
-	uint64_t hits;      /* compile requests answered from the cache */
-	uint64_t fast_hits; /* ... of which on the HTTP thread (api_handle_fast) */
-	uint64_t coalesced; /* compile requests that waited for another's compile */
-	uint64_t parked;    /* ... of which parked, holding no worker, while waiting */
-	int parked_now;     /* requests parked now (a gauge) */
-	uint64_t failures;  /* compile requests answered with an error */
+	uint64_t compiles;      /* kc_compile calls that produced a kernel */
+	uint64_t hits;          /* compile requests answered from the cache */
+	uint64_t fast_hits;     /* ... of which on the HTTP thread (api_handle_fast) */
+	uint64_t coalesced;     /* compile requests that waited for another's compile */
+	uint64_t parked;        /* ... of which parked, holding no worker, while waiting */
+	int parked_now;         /* requests parked now (a gauge) */
+	uint64_t failures;      /* compile requests answered with an error */
+	uint64_t negative_hits; /* ... of which from the negative cache, no worker started */
 } ApiStats;
 
 /* Creates the API context. `cache` is borrowed and must outlive the

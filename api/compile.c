@@ -421,26 +421,113 @@ api_cancel_parked(ApiCtx *a, KcStatus st)
 
 /* ---- test-only fault injection ------------------------------------------ */
 
-/* POST /v1/compile?inject=hang (test_fault_injection): the compile never
- * ends, the way a wedged LLVM pass looks to the worker pool. The flight id
- * is derived from the kernel_id, so identical injected requests share one
- * flight and an ordinary request for the same kernel never joins it. */
+/* POST /v1/compile?inject=crash|hang|alloc (test_fault_injection): the
+ * worker that compiles the request misbehaves so. The flight id is derived
+ * from the fault and the kernel_id, so identical injected requests share
+ * one flight and an ordinary request for the same kernel never joins it. */
 static void
-hang_flight_id(const KcDigest *kid, KcDigest *out)
+inject_flight_id(KcInject inject, const KcDigest *kid, KcDigest *out)
 {
+	const char *name = kc_inject_name(inject);
 	KcSha256 *h = kc_sha256_begin();
-	kc_sha256_update(h, "kcsd-inject-hang", 16);
+	kc_sha256_update(h, "kcsd-inject-", 12);
+	kc_sha256_update(h, name, strlen(name) + 1);
 	kc_sha256_update(h, kid->b, sizeof kid->b);
 	kc_sha256_end(h, out);
 }
 
-_Noreturn static void
-hang_forever(void)
+/* ---- the negative cache ------------------------------------------------- */
+
+/* A compile that crashed its worker or timed out is likely to do so again:
+ * for negative_ttl_s its kernel_id answers the same error without starting
+ * a worker. Entries live in a small table under ApiCtx.mu; a full table
+ * replaces the entry that expires first. */
+static NegEntry *
+negative_find_locked(ApiCtx *a, const KcDigest *kid)
 {
-	for (;;) {
-		struct timespec ts = {0, 50 * 1000 * 1000};
-		nanosleep(&ts, NULL);
+	for (int i = 0; i < API_NEGATIVE_ENTRIES; i++) {
+		NegEntry *e = &a->negative[i];
+		if (e->until_us && memcmp(e->kid.b, kid->b, sizeof kid->b) == 0)
+			return e;
 	}
+	return NULL;
+}
+
+/* True with *err and *retry_s (seconds left) if kid is negative now. */
+static bool
+negative_get(ApiCtx *a, const KcDigest *kid, KcErr *err, int *retry_s)
+{
+	bool found = false;
+	int64_t now = kc_now_us();
+	pthread_mutex_lock(&a->mu);
+	NegEntry *e = negative_find_locked(a, kid);
+	if (e && e->until_us > now) {
+		*err = e->err;
+		*retry_s = (int)((e->until_us - now + 999999) / 1000000);
+		a->stats.negative_hits++;
+		found = true;
+	} else if (e) {
+		e->until_us = 0;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return found;
+}
+
+static void
+negative_put(ApiCtx *a, const KcDigest *kid, const KcErr *err)
+{
+	if (a->cfg.negative_ttl_s <= 0)
+		return;
+	int64_t now = kc_now_us();
+	pthread_mutex_lock(&a->mu);
+	NegEntry *e = negative_find_locked(a, kid);
+	for (int i = 0; !e && i < API_NEGATIVE_ENTRIES; i++)
+		if (a->negative[i].until_us <= now)
+			e = &a->negative[i];
+	for (int i = 0; !e && i < API_NEGATIVE_ENTRIES; i++)
+		if (!e || a->negative[i].until_us < e->until_us)
+			e = &a->negative[i];
+	if (!e)
+		e = &a->negative[0];
+	*e = (NegEntry){
+	    .kid = *kid, .err = *err, .until_us = now + (int64_t)a->cfg.negative_ttl_s * 1000000};
+	pthread_mutex_unlock(&a->mu);
+}
+
+bool
+api_negative_clear(ApiCtx *a, const KcDigest *kid)
+{
+	pthread_mutex_lock(&a->mu);
+	NegEntry *e = negative_find_locked(a, kid);
+	bool had = e && e->until_us > kc_now_us();
+	if (e)
+		e->until_us = 0;
+	pthread_mutex_unlock(&a->mu);
+	return had;
+}
+
+/* ---- running jobs ------------------------------------------------------- */
+
+KcStatus
+api_run_job(ApiCtx *a, const KcJob *job, KcJobResult *out, KcErr *err)
+{
+	int64_t tc = kc_now_us();
+	bool counted = job->kind == KC_JOB_COMPILE;
+	if (counted)
+		api_metrics_compile_begin(a);
+	KcStatus st =
+	    a->cfg.pool ? kc_pool_run(a->cfg.pool, job, out, err) : kc_job_run(job, out, err);
+	if (counted)
+		api_metrics_compile_end(a, kc_now_us() - tc);
+	return st;
+}
+
+/* Whether an error says the compiler died or wedged on this kernel (the
+ * negative cache's business), rather than what the graph asks for. */
+static bool
+compiler_failure(KcStatus st)
+{
+	return st == KC_COMPILER_CRASHED || st == KC_COMPILE_TIMEOUT;
 }
 
 /* ---- recent graphs (for PUT /v1/schedules validation) ------------------- */
@@ -752,27 +839,53 @@ put_schedule(KcBuf *b, const KcScheduleRecord *ch)
 	kc_schedule_record_print(&r, b);
 }
 
+/* The compile job of a request: its body, read again by the worker with
+ * the same limits, and the schedule chosen here (a default one as
+ * "default": the worker derives the same schedule from the graph). */
+static void
+compile_job(const ApiCtx *a, const ApiRequest *req, const KcTarget *t, const KcScheduleRecord *ch,
+            KcInject inject, KcJob *job)
+{
+	bool tuned = ch->source && strcmp(ch->source, "tuned") == 0;
+	*job = (KcJob){
+	    .kind = KC_JOB_COMPILE,
+	    .body = req->body ? req->body : "",
+	    .body_len = req->body_len,
+	    .limits = a->cfg.limits,
+	    .template_name = tuned ? kc_schedule_template(ch->schedule) : NULL,
+	    .knobs = tuned ? kc_schedule_knobs_json(ch->schedule) : NULL,
+	    .linker = a->cfg.linker,
+	    .want_ir = true,
+	    .inject = inject,
+	    .target = *t,
+	};
+}
+
 /* Compiles, stores and answers one kernel (the leader's path). */
 static KcStatus
-compile_and_store(ApiCtx *a, CompileCtx *c, const KcGraph *g, const KcTarget *t,
+compile_and_store(ApiCtx *a, const ApiRequest *req, const KcGraph *g, const KcTarget *t,
                   const KcWorkload *wl, const KcScheduleRecord *ch, const KcDigest *kid,
                   const MsHash *ms, int64_t t0, ApiResponse *resp, KcErr *err)
 {
-	KcCompileOptions opts = {
-	    .linker = a->cfg.linker,
-	    .tmpdir = a->cfg.tmpdir,
-	    .want_ir = true,
-	};
-	KcArtifact art = {0};
+	KcJob job;
+	KcJobResult res;
 	KcBuf meta = {0};
-	int64_t tc = kc_now_us();
-	api_metrics_compile_begin(a);
-	KcStatus st = kc_compile(c, g, t, ch->schedule, &opts, &art, err);
-	api_metrics_compile_end(a, kc_now_us() - tc);
+	compile_job(a, req, t, ch, KC_INJECT_NONE, &job);
+	KcStatus st = api_run_job(a, &job, &res, err);
 	if (st != KC_OK) {
-		kc_artifact_free(&art);
+		if (compiler_failure(st)) {
+			char kid_hex[65], wl_hex[65];
+			kc_digest_hex(kid, kid_hex);
+			kc_digest_hex(&wl->key, wl_hex);
+			kc_log(KC_LOG_ERROR,
+			       "compile of kernel %s (workload %s, target %s) failed: %s", kid_hex,
+			       wl_hex, t->name, err->msg);
+		}
 		return kc_fail(err, st, NULL, "%s", kc_status_text(st));
 	}
+	KcArtifact art = res.art;
+	res.art = (KcArtifact){0};
+	kc_job_result_free(&res);
 
 	char kid_hex[65], wl_hex[65], obj_hex[65];
 	KcDigest obj_sha;
@@ -848,7 +961,7 @@ ms_hash_of(const ApiRequest *req, MsHash *out)
 /* ---- the handler -------------------------------------------------------- */
 
 /* Body: a composite JSON document (akg-format.md); query: target=NAME,
- * inject=hang (test-only). */
+ * inject=crash|hang|alloc (test-only). */
 void
 h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
@@ -868,15 +981,28 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	bool have_kid = false;
 	/* read before the schedule is: see ApiCtx.sched_gen */
 	uint64_t gen = atomic_load(&a->sched_gen);
-	const char *inject = api_query(req, "inject");
+	const char *inject_q = api_query(req, "inject");
+	KcInject inject = inject_q ? kc_inject_lookup(inject_q) : KC_INJECT_NONE;
+	int retry_s = 0;
 
-	if (inject && !a->cfg.test_fault_injection) {
+	if (inject_q && !a->cfg.test_fault_injection) {
 		api_reply_error(resp, KC_BAD_REQUEST, "?inject",
 		                "?inject is test-only; start kcsd with --test-fault-injection 1");
 		goto count_failure;
 	}
-	if (inject && strcmp(inject, "hang") != 0) {
-		api_reply_error(resp, KC_BAD_REQUEST, "?inject", "inject must be hang");
+	if (inject == KC_INJECT_COUNT || inject == KC_INJECT_NONE) {
+		if (inject_q) {
+			api_reply_error(resp, KC_BAD_REQUEST, "?inject",
+			                "inject must be crash, hang or alloc");
+			goto count_failure;
+		}
+	}
+	if (inject == KC_INJECT_ALLOC && a->cfg.compile_max_bytes <= 0) {
+		/* unbounded, it would take the machine's memory, not the worker's */
+		api_reply_error(
+		    resp, KC_BAD_REQUEST, "?inject",
+		    "inject=alloc needs the workers' memory cap (compile_max_bytes), which "
+		    "is off (0, or a sanitizer build, where RLIMIT_AS cannot apply)");
 		goto count_failure;
 	}
 	if (!api_is_json(req->content_type)) {
@@ -912,17 +1038,28 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	api_recent_put(a, &wl.key, req->body, req->body_len);
 	choose_schedule(a, c, g, &tgt, &wl, &ch);
 	kc_kernel_id(&wl.key, &tgt, ch.schedule, KCSD_BUILD_ID, &kid);
-	have_kid = !inject;
+	have_kid = inject == KC_INJECT_NONE;
 
-	if (inject) {
-		/* never the cache, never an ordinary request's flight */
+	if (inject != KC_INJECT_NONE) {
+		/* never the cache, the negative cache or an ordinary request's
+		 * flight; the worker fails it, so it always ends in fail */
 		KcDigest fid;
 		Flight *f = NULL;
-		hang_flight_id(&kid, &fid);
+		inject_flight_id(inject, &kid, &fid);
 		switch (flight_join(a, &fid, req, &f, &err)) {
-		case JOIN_LEAD:
-			kc_log(KC_LOG_WARN, "inject=hang: this compile never ends");
-			hang_forever();
+		case JOIN_LEAD: {
+			KcJob job;
+			KcJobResult res;
+			kc_log(KC_LOG_WARN,
+			       "inject=%s: the worker compiling this request will fail", inject_q);
+			compile_job(a, req, &tgt, &ch, inject, &job);
+			if (api_run_job(a, &job, &res, &err) == KC_OK)
+				kc_fail(&err, KC_INTERNAL, NULL, "inject=%s: the compile succeeded",
+				        inject_q);
+			kc_job_result_free(&res);
+			flight_land(a, f, &err);
+			goto fail;
+		}
 		case JOIN_WAIT: flight_wait(a, f, &err); goto fail;
 		case JOIN_PARKED: goto parked;
 		case JOIN_REFUSED: goto fail;
@@ -938,6 +1075,11 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 				a->stats.hits++;
 			pthread_mutex_unlock(&a->mu);
 			goto done;
+		}
+		/* a stored kernel is served even if an earlier compile of it died */
+		if (attempt == req->attempt && negative_get(a, &kid, &err, &retry_s)) {
+			api_reply_negative(resp, &err, retry_s);
+			goto count_failure;
 		}
 		Flight *f = NULL;
 		/* After a few rounds (the leader compiled but could not store),
@@ -962,7 +1104,10 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 			pthread_mutex_unlock(&a->mu);
 			goto done;
 		}
-		KcStatus st = compile_and_store(a, c, g, &tgt, &wl, &ch, &kid, &ms, t0, resp, &err);
+		KcStatus st =
+		    compile_and_store(a, req, g, &tgt, &wl, &ch, &kid, &ms, t0, resp, &err);
+		if (st != KC_OK && compiler_failure(st))
+			negative_put(a, &kid, &err);
 		flight_land(a, f, st == KC_OK ? NULL : &err);
 		if (st != KC_OK)
 			goto fail;

@@ -102,39 +102,45 @@ str_at(const cJSON *o, const char *key)
 }
 
 /* The graph named `name` of workload `wkey`: the body last compiled for it
- * in this process when it has that name, else the stored canonical form. */
+ * in this process when it has that name, else the stored canonical form.
+ * *text gets what it was read from, for the worker to read again (*is_body:
+ * a composite body, else the canonical form). */
 static KcStatus
 rebuild_graph(ApiCtx *a, CompileCtx *c, const KcDigest *wkey, const char *name, KcGraph **g,
-              KcErr *err)
+              KcBuf *text, bool *is_body, KcErr *err)
 {
 	size_t len = 0;
 	char *body = api_recent_get(a, wkey, &len);
 	KcErr perr = {0};
-	KcBuf wl = {0};
 	KcStatus st;
 
 	*g = NULL;
 	if (body && (kc_parse(c, body, len, &a->cfg.limits, g, &perr) != KC_OK ||
 	             strcmp(kc_graph_name(*g), name) != 0))
 		*g = NULL;
-	free(body);
-	if (*g)
+	if (*g) {
+		kc_buf_append(text, body, len);
+		free(body);
+		*is_body = true;
 		return KC_OK;
-	st = cache_get_workload(a->cache, wkey, &wl, err);
+	}
+	free(body);
+	*is_body = false;
+	st = cache_get_workload(a->cache, wkey, text, err);
 	if (st == KC_NOT_FOUND)
 		st = kc_fail(err, KC_CACHE, "", "the kernel's workload is not stored");
 	if (st == KC_OK)
-		st = kc_parse_workload(c, wl.data, wl.len, name, &a->cfg.limits, g, err);
-	kc_buf_free(&wl);
+		st = kc_parse_workload(c, text->data, text->len, name, &a->cfg.limits, g, err);
 	return st;
 }
 
 void
 h_kernel_dump(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 {
-	KcBuf meta = {0}, dump = {0};
+	KcBuf meta = {0}, dump = {0}, text = {0};
 	KcErr err = {0};
 	KcArtifact art = {0};
+	KcJobResult res = {0};
 	CompileCtx *c = NULL;
 	cJSON *j = NULL;
 	char *knobs = NULL;
@@ -175,21 +181,37 @@ h_kernel_dump(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *
 	KcGraph *g = NULL;
 	KcSchedule *s = NULL;
 	knobs = cJSON_PrintUnformatted(kj);
-	if (rebuild_graph(a, c, &wkey, name, &g, &err) != KC_OK ||
+	bool is_body = false;
+	if (rebuild_graph(a, c, &wkey, name, &g, &text, &is_body, &err) != KC_OK ||
 	    kc_schedule_from_json(c, g, &t, tpl, knobs, &s, &err) != KC_OK) {
 		api_reply_kcerr(resp, &err);
 		goto done;
 	}
-	KcCompileOptions opts = {
+	/* checked here, compiled in a worker: the same text, schedule, target */
+	KcJob job = {
+	    .kind = KC_JOB_COMPILE,
+	    .body = is_body ? text.data : NULL,
+	    .body_len = is_body ? text.len : 0,
+	    .canonical = is_body ? NULL : text.data,
+	    .canonical_len = is_body ? 0 : text.len,
+	    .name = name,
+	    .limits = a->cfg.limits,
+	    .template_name = kc_schedule_template(s),
+	    .knobs = kc_schedule_knobs_json(s),
 	    .linker = a->cfg.linker,
-	    .tmpdir = a->cfg.tmpdir,
-	    .dump = &dump,
+	    .want_dump = true,
 	    .dump_passes = mask,
+	    .target = t,
 	};
-	if (kc_compile(c, g, &t, s, &opts, &art, &err) != KC_OK) {
+	if (api_run_job(a, &job, &res, &err) != KC_OK) {
 		api_reply_kcerr(resp, &err);
 		goto done;
 	}
+	kc_buf_free(&dump);
+	dump = res.dump;
+	res.dump = (KcBuf){0};
+	art = res.art;
+	res.art = (KcArtifact){0};
 
 	size_t limit = a->cfg.max_dump_bytes ? a->cfg.max_dump_bytes : DEFAULT_MAX_DUMP;
 	KcPass cross = crossing_pass(&dump, mask, limit);
@@ -212,6 +234,8 @@ h_kernel_dump(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *
 	         strcmp(od_hex, obj_sha) == 0 ? "same" : "differs");
 done:
 	kc_artifact_free(&art);
+	kc_job_result_free(&res);
+	kc_buf_free(&text);
 	cJSON_free(knobs);
 	cJSON_Delete(j);
 	compile_ctx_free(c);

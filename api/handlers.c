@@ -180,10 +180,15 @@ h_kernel_asm(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *r
 		api_reply_error(resp, KC_CACHE, NULL, "stored kernel metadata has no target");
 		goto done;
 	}
-	if (kc_ir_to_asm(ir.data, ir.len, &t, &out, &err) != KC_OK) {
+	/* stored IR is LLVM's input: a worker's business, like a compile */
+	KcJob job = {.kind = KC_JOB_ASM, .ir = ir.data, .ir_len = ir.len, .target = t};
+	KcJobResult res;
+	if (api_run_job(a, &job, &res, &err) != KC_OK) {
 		api_reply_kcerr(resp, &err);
 		goto done;
 	}
+	kc_buf_append(&out, res.text.data, res.text.len);
+	kc_job_result_free(&res);
 	KcErr perr = {0};
 	if (cache_put_part(a->cache, &m->id, CACHE_PART_ASM, out.data, out.len, &perr) != KC_OK)
 		kc_log(KC_LOG_WARN, "assembly not stored: %s", perr.msg);

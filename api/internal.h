@@ -35,6 +35,15 @@ typedef struct ApiKeys ApiKeys;       /* signing and verify keys (keys.c) */
 typedef struct ApiMemo ApiMemo;       /* compile hit memo (compile.c) */
 typedef struct VerifyGate VerifyGate; /* verify slots (verify.c) */
 
+/* A kernel_id whose compile crashed its worker or ran past the deadline,
+ * answered with the same error until `until_us` (negative_ttl_s). */
+#define API_NEGATIVE_ENTRIES 1024
+typedef struct NegEntry {
+	KcDigest kid;
+	KcErr err;
+	int64_t until_us; /* kc_now_us(); 0: empty */
+} NegEntry;
+
 struct ApiCtx {
 	ApiConfig cfg;
 	char *linker; /* owned copies of cfg strings */
@@ -58,12 +67,16 @@ struct ApiCtx {
 	 * (PUT /v1/schedules, POST /v1/import): memo keys include it, so a
 	 * memoised (body, target) -> kernel_id made before is never used. */
 	atomic_uint_fast64_t sched_gen;
+	NegEntry negative[API_NEGATIVE_ENTRIES]; /* under mu */
 };
 
 typedef void (*ApiHandler)(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 
 /* route.c */
 void api_reply_buf(ApiResponse *resp, int status, const char *content_type, KcBuf *b);
+/* The error reply of a kernel_id in the negative cache: err's code and
+ * message, "negative_cache": true, and Retry-After: retry_s. */
+void api_reply_negative(ApiResponse *resp, const KcErr *err, int retry_s);
 void api_reply_json_buf(ApiResponse *resp, int status, KcBuf *b);
 bool api_is_json(const char *content_type);
 /* kc_json_scan with the limits' max_json_tokens and max_json_depth (0:
@@ -81,6 +94,13 @@ const char *api_query_target(const ApiRequest *req, char *buf, size_t cap);
 double api_ms_since(int64_t t0_us);
 
 /* compile.c */
+/* Runs a compile or assembly job on a worker of cfg.pool (in this process
+ * without one). What kc_pool_run returns; counts the compile in the
+ * metrics when it is one. */
+KcStatus api_run_job(ApiCtx *a, const KcJob *job, KcJobResult *out, KcErr *err);
+/* Forgets kernel_id's negative-cache entry (DELETE /v1/kernels/{id});
+ * true if there was one. */
+bool api_negative_clear(ApiCtx *a, const KcDigest *kid);
 void h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp);
 void api_recent_put(ApiCtx *a, const KcDigest *key, const char *body, size_t len);
 char *api_recent_get(ApiCtx *a, const KcDigest *key, size_t *len);

@@ -295,6 +295,34 @@ h_metrics(ApiCtx *a, const ApiMatch *mt, const ApiRequest *req, ApiResponse *res
 	         "Compiles that took longer than compile_timeout_s.", s.overruns);
 	prom_one(&b, "kcsd_compiles_in_flight", "gauge", "Compiles running now.",
 	         (uint64_t)(s.in_flight > 0 ? s.in_flight : 0));
+	prom_one(&b, "kcsd_compile_negative_hits_total", "counter",
+	         "Compile requests answered from the negative cache (a kernel whose compile "
+	         "crashed or timed out within negative_ttl_s), no worker started.",
+	         s.api.negative_hits);
+	if (a->cfg.pool) {
+		KcPoolStats ps;
+		kc_pool_stats(a->cfg.pool, &ps);
+		prom_one(&b, "kcsd_compile_workers", "gauge",
+		         "Compile worker processes configured (--workers).", (uint64_t)ps.size);
+		prom_one(&b, "kcsd_compile_workers_ready", "gauge",
+		         "Compile worker processes idle and warm.", (uint64_t)ps.ready);
+		prom_one(&b, "kcsd_compile_workers_busy", "gauge",
+		         "Compile worker processes running a job.", (uint64_t)ps.busy);
+		prom_one(&b, "kcsd_compile_worker_starts_total", "counter",
+		         "Compile workers started and warmed, replacements included.", ps.started);
+		prom_one(&b, "kcsd_compile_worker_start_failures_total", "counter",
+		         "Compile worker starts that failed (spawn, hello or warm-up).",
+		         ps.start_failures);
+		prom_one(&b, "kcsd_compile_worker_crashes_total", "counter",
+		         "Jobs lost to a compile worker that died (signal, exit, memory cap).",
+		         ps.crashes);
+		prom_one(
+		    &b, "kcsd_compile_worker_oom_total", "counter",
+		    "Of the crashes, workers that died at their memory cap (compile_max_bytes).",
+		    ps.oom);
+		prom_one(&b, "kcsd_compile_timeouts_total", "counter",
+		         "Jobs killed at the hard deadline (compile_timeout_s).", ps.timeouts);
+	}
 
 	prom_one(&b, "kcsd_cache_hits_total", "counter",
 	         "Compile requests answered from the cache.", s.api.hits);

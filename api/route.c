@@ -327,6 +327,21 @@ api_reply_error(ApiResponse *resp, KcStatus st, const char *where, const char *m
 }
 
 void
+api_reply_negative(ApiResponse *resp, const KcErr *err, int retry_s)
+{
+	api_reply_kcerr(resp, err);
+	/* the record gains a member: replace its closing "}}\n" */
+	KcBuf b = {0};
+	kc_buf_append(&b, resp->body, resp->body_len - 3);
+	kc_buf_puts(&b, ",\"negative_cache\":true}}\n");
+	free(resp->body);
+	resp->body = NULL;
+	api_reply_json_buf(resp, resp->status, &b);
+	resp->header_name = "Retry-After";
+	snprintf(resp->header_value, sizeof resp->header_value, "%d", retry_s > 0 ? retry_s : 1);
+}
+
+void
 api_reply_kcerr(ApiResponse *resp, const KcErr *err)
 {
 	KcStatus st = err->status == KC_OK ? KC_INTERNAL : err->status;

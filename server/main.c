@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sandbox.h"
 #include "server.h"
 #include "version.h"
 
@@ -34,6 +35,24 @@ write_port_file(const char *path, int port)
 	if (!ok)
 		unlink(tmp);
 	return ok;
+}
+
+/* The executable `name` beside this one, unless `set` (a setting) names
+ * one. */
+static bool
+exe_beside(const char *set, const char *name, char *out, size_t cap)
+{
+	if (set && *set)
+		return (size_t)snprintf(out, cap, "%s", set) < cap;
+	ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+	if (n <= 0)
+		return false;
+	out[n] = 0;
+	char *slash = strrchr(out, '/');
+	if (!slash)
+		return false;
+	slash[1] = 0;
+	return strlen(out) + strlen(name) < cap && strcat(out, name);
 }
 
 /* kcsd --hash-token TOKEN [ROLE [NAME]]: prints the line to put in the
@@ -102,7 +121,42 @@ main(int argc, char **argv)
 
 	kc_compiler_init();
 
+	/* The compile workers before the cache: a pool that cannot start (a
+	 * kcsd-worker of another build) leaves the store untouched. */
 	KcErr err = {0};
+	char worker_exe[4096];
+	if (!exe_beside(cfg.worker, "kcsd-worker", worker_exe, sizeof worker_exe)) {
+		fprintf(stderr,
+		        "kcsd: cannot find the kcsd-worker executable (set worker = PATH)\n");
+		config_free(&cfg);
+		exit(1);
+	}
+	int64_t compile_max_bytes = cfg.compile_max_bytes;
+	if (compile_max_bytes > 0 && sandbox_sanitized()) {
+		kc_log(KC_LOG_INFO,
+		       "sanitizer build: compile_max_bytes (RLIMIT_AS) is not applied");
+		compile_max_bytes = 0;
+	}
+	const char *tmp = getenv("TMPDIR");
+	KcPoolConfig pcfg = {
+	    .exe = worker_exe,
+	    .scratch_root = tmp && *tmp ? tmp : "/tmp",
+	    .size = cfg.workers > 0 ? (int)cfg.workers : kc_cpu_count(),
+	    .timeout_s = (int)cfg.compile_timeout_s,
+	    .max_bytes = compile_max_bytes,
+	    .build_id = KCSD_BUILD_ID,
+	    .log_level = cfg.log_level,
+	};
+	int64_t pool_t0 = kc_now_us();
+	KcPool *pool = kc_pool_start(&pcfg, &err);
+	if (!pool) {
+		fprintf(stderr, "kcsd: %s\n", err.msg);
+		config_free(&cfg);
+		exit(1);
+	}
+	kc_log(KC_LOG_INFO, "%d compile workers ready in %.0f ms (%s)", pcfg.size,
+	       (double)(kc_now_us() - pool_t0) / 1000.0, worker_exe);
+
 	CacheOptions copt = {
 	    .map_bytes = (size_t)cfg.cache_map_bytes,
 	    .max_bytes = (size_t)cfg.cache_max_bytes,
@@ -115,6 +169,7 @@ main(int argc, char **argv)
 	Cache *cache = cache_open(cfg.state_dir, &copt, &err);
 	if (!cache) {
 		fprintf(stderr, "kcsd: %s\n", err.msg);
+		kc_pool_free(pool);
 		config_free(&cfg);
 		exit(1);
 	}
@@ -142,6 +197,9 @@ main(int argc, char **argv)
 	        },
 	    .linker = cfg.linker,
 	    .compile_timeout_s = (int)cfg.compile_timeout_s,
+	    .pool = pool,
+	    .negative_ttl_s = (int)cfg.negative_ttl_s,
+	    .compile_max_bytes = compile_max_bytes,
 	    .runner = cfg.runner,
 	    .verify_timeout_s = (int)cfg.verify_timeout_s,
 	    .verify_max_bytes = (size_t)cfg.verify_max_bytes,
@@ -167,6 +225,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "kcsd: %s\n", err.msg);
 		api_free(api);
 		cache_close(cache);
+		kc_pool_free(pool);
 		config_free(&cfg);
 		exit(err.status == KC_BAD_REQUEST ? 2 : 1);
 	}
@@ -175,6 +234,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "kcsd: %s\n", err.msg);
 		api_free(api);
 		cache_close(cache);
+		kc_pool_free(pool);
 		config_free(&cfg);
 		exit(err.status == KC_BAD_REQUEST ? 2 : 1);
 	}
@@ -185,6 +245,7 @@ main(int argc, char **argv)
 		server_free(srv);
 		api_free(api);
 		cache_close(cache);
+		kc_pool_free(pool);
 		config_free(&cfg);
 		exit(1);
 	}
@@ -193,7 +254,10 @@ main(int argc, char **argv)
 	       KCSD_VERSION, KCSD_BUILD_ID, kc_llvm_version(), cfg.listen, port,
 	       *cfg.tls_cert_file ? "https" : "http", api_auth_mode(api), cfg.state_dir);
 	/* READY=1 only now: the cache is open and MHD is listening. */
-	Notifier *notifier = notify_ready(srv, port, (int)cfg.compile_timeout_s);
+	/* A compile waits at most compile_timeout_s for a worker and as long
+	 * again for its reply: a thread stuck well past that is kcsd's own
+	 * wedge (a lock, the store), which the watchdog is for. */
+	Notifier *notifier = notify_ready(srv, port, 2 * (int)cfg.compile_timeout_s + 10);
 
 	int sig = 0;
 	while (sigwait(&stop, &sig) != 0)
@@ -202,15 +266,18 @@ main(int argc, char **argv)
 	notify_stopping(notifier);
 
 	if (!server_shutdown(srv)) {
-		/* a job outlived shutdown_grace_s: its thread cannot be stopped,
-		 * so nothing that it may be using is torn down; committed cache
-		 * data is durable and LMDB recovers an interrupted write */
+		/* a job outlived shutdown_grace_s: its compile is killed with its
+		 * worker, but the thread may be elsewhere, so nothing that it may
+		 * be using is torn down; committed cache data is durable and LMDB
+		 * recovers an interrupted write */
+		kc_pool_stop(pool);
 		kc_log(KC_LOG_WARN, "stopped, abandoning the running job(s)");
 		_exit(0);
 	}
 	server_free(srv);
 	api_free(api);
 	cache_close(cache);
+	kc_pool_free(pool);
 	config_free(&cfg);
 	kc_log(KC_LOG_INFO, "stopped");
 	return 0;

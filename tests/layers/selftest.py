@@ -10,7 +10,7 @@ import tempfile
 root = sys.argv[1]
 lint = os.path.join(root, "scripts", "check-layers")
 folders = ["common", "graph", "loop", "llvm", "cpu", "link", "compiler",
-           "cache", "api", "server", "clients"]
+           "cache", "worker", "api", "server", "clients"]
 cases = [
     ("graph/ir.c", "#include <llvm-c/Core.h>", "LLVM in graph/ (system include)"),
     ("graph/ir.c", "#include <llvm-c-19/llvm-c/Core.h>", "LLVM in graph/ (versioned path)"),
