@@ -1050,8 +1050,10 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 		case JOIN_LEAD: {
 			KcJob job;
 			KcJobResult res;
-			kc_log(KC_LOG_WARN,
-			       "inject=%s: the worker compiling this request will fail", inject_q);
+			kc_log(KC_LOG_WARN, "inject=%s: the worker compiling this request %s", inject_q,
+			       inject == KC_INJECT_CRASH  ? "crashes"
+			       : inject == KC_INJECT_HANG ? "hangs"
+			                                  : "allocates without bound");
 			compile_job(a, req, &tgt, &ch, inject, &job);
 			if (api_run_job(a, &job, &res, &err) == KC_OK)
 				kc_fail(&err, KC_INTERNAL, NULL, "inject=%s: the compile succeeded",
@@ -1078,7 +1080,7 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 		}
 		/* a stored kernel is served even if an earlier compile of it died */
 		if (attempt == req->attempt && negative_get(a, &kid, &err, &retry_s)) {
-			api_reply_negative(resp, &err, retry_s);
+			api_reply_compiler_failure(resp, &err, &kid, retry_s > 0 ? retry_s : 1);
 			goto count_failure;
 		}
 		Flight *f = NULL;
@@ -1118,7 +1120,10 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 	}
 
 fail:
-	api_reply_kcerr(resp, &err);
+	if (have_kid && compiler_failure(err.status))
+		api_reply_compiler_failure(resp, &err, &kid, 0);
+	else
+		api_reply_kcerr(resp, &err);
 count_failure:
 	pthread_mutex_lock(&a->mu);
 	a->stats.failures++;

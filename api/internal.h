@@ -74,9 +74,12 @@ typedef void (*ApiHandler)(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, 
 
 /* route.c */
 void api_reply_buf(ApiResponse *resp, int status, const char *content_type, KcBuf *b);
-/* The error reply of a kernel_id in the negative cache: err's code and
- * message, "negative_cache": true, and Retry-After: retry_s. */
-void api_reply_negative(ApiResponse *resp, const KcErr *err, int retry_s);
+/* The error reply of a compile that crashed or timed out: err's code and
+ * message plus the "kernel_id" (kid, the name DELETE /v1/kernels/{id}
+ * takes); from the negative cache (retry_s > 0) also "negative_cache": true
+ * and Retry-After: retry_s. */
+void api_reply_compiler_failure(ApiResponse *resp, const KcErr *err, const KcDigest *kid,
+                                int retry_s);
 void api_reply_json_buf(ApiResponse *resp, int status, KcBuf *b);
 bool api_is_json(const char *content_type);
 /* kc_json_scan with the limits' max_json_tokens and max_json_depth (0:

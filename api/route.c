@@ -327,18 +327,23 @@ api_reply_error(ApiResponse *resp, KcStatus st, const char *where, const char *m
 }
 
 void
-api_reply_negative(ApiResponse *resp, const KcErr *err, int retry_s)
+api_reply_compiler_failure(ApiResponse *resp, const KcErr *err, const KcDigest *kid, int retry_s)
 {
+	char hex[65];
+	kc_digest_hex(kid, hex);
 	api_reply_kcerr(resp, err);
-	/* the record gains a member: replace its closing "}}\n" */
+	/* the record gains members: replace its closing "}}\n" */
 	KcBuf b = {0};
 	kc_buf_append(&b, resp->body, resp->body_len - 3);
-	kc_buf_puts(&b, ",\"negative_cache\":true}}\n");
+	kc_buf_printf(&b, ",\"kernel_id\":\"%s\"%s}}\n", hex,
+	              retry_s > 0 ? ",\"negative_cache\":true" : "");
 	free(resp->body);
 	resp->body = NULL;
 	api_reply_json_buf(resp, resp->status, &b);
-	resp->header_name = "Retry-After";
-	snprintf(resp->header_value, sizeof resp->header_value, "%d", retry_s > 0 ? retry_s : 1);
+	if (retry_s > 0) {
+		resp->header_name = "Retry-After";
+		snprintf(resp->header_value, sizeof resp->header_value, "%d", retry_s);
+	}
 }
 
 void

@@ -3,7 +3,8 @@
 
 Against kcsd with --workers 2, --test-fault-injection 1 and
 --shutdown-grace-s 2:
-  - POST /v1/compile?inject=hang compiles forever; three identical injected
+  - POST /v1/compile?inject=hang hangs its compile worker (until the
+    compile_timeout_s deadline, 30 s by default); three identical injected
     requests park on its flight (kcsd_compile_parked reaches 3) and hold no
     worker (kcsd_workers_busy stays 1);
   - meanwhile an ordinary compile of the same body and one of another body,
@@ -94,7 +95,7 @@ def main():
     d.start()
     state = d.state_dir
     leader = send_compile(d.port, body, "?inject=hang")
-    T.ok(wait_for(lambda: "inject=hang: this compile never ends" in d.log()),
+    T.ok(wait_for(lambda: "inject=hang: the worker compiling this request hangs" in d.log()),
          "inject=hang: the leader's compile hangs", d.log()[-1500:])
     dups = [send_compile(d.port, body, "?inject=hang") for _ in range(3)]
     parked = wait_for(lambda: metric(d, "kcsd_compile_parked") == 3)
