@@ -1050,7 +1050,8 @@ h_compile(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp
 		case JOIN_LEAD: {
 			KcJob job;
 			KcJobResult res;
-			kc_log(KC_LOG_WARN, "inject=%s: the worker compiling this request %s", inject_q,
+			kc_log(KC_LOG_WARN, "inject=%s: the worker compiling this request %s",
+			       inject_q,
 			       inject == KC_INJECT_CRASH  ? "crashes"
 			       : inject == KC_INJECT_HANG ? "hangs"
 			                                  : "allocates without bound");

@@ -67,20 +67,6 @@ make_symbol(const char *name, char *out, size_t cap)
 	snprintf(out + n, cap - n, "_kernel");
 }
 
-/* LLVM diagnostics (e.g. "loop not vectorized" when a forced width
- * cannot be honoured) must not go to the daemon's stderr: errors are
- * logged, warnings and remarks dropped (the IR shows what happened). */
-static void
-on_diagnostic(LLVMDiagnosticInfoRef d, void *arg)
-{
-	(void)arg;
-	if (LLVMGetDiagInfoSeverity(d) != LLVMDSError)
-		return;
-	char *msg = LLVMGetDiagInfoDescription(d);
-	kc_log(KC_LOG_WARN, "llvm: %.300s", msg ? msg : "?");
-	LLVMDisposeMessage(msg);
-}
-
 static const char *const pass_names[KC_PASS_COUNT] = {
 #define P(e, name) [KC_PASS_##e] = name,
 #include "passes.def"
@@ -149,6 +135,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	int64_t t0 = kc_now_us(), t1;
 	LoopNest *ln = NULL;
 	LLVMContextRef ctx = NULL;
+	LlvmDiag diag; /* outlives ctx */
 	LLVMModuleRef mod = NULL;
 	LLVMTargetMachineRef tm = NULL;
 	unsigned char *obj = NULL;
@@ -197,8 +184,7 @@ kc_compile(CompileCtx *c, const KcGraph *g, const KcTarget *t, const KcSchedule 
 	if (st != KC_OK)
 		goto done;
 
-	ctx = LLVMContextCreate();
-	LLVMContextSetDiagnosticHandler(ctx, on_diagnostic, NULL);
+	ctx = llvm_context_create(&diag);
 	mod = LLVMModuleCreateWithNameInContext(out->symbol, ctx);
 	if ((st = be->emit(ln, t, mod, out->symbol, err)) != KC_OK)
 		goto done;

@@ -18,6 +18,23 @@
 typedef struct LoopNest LoopNest; /* loop/loop.h; opaque at this layer */
 
 /* ---- objcode.c -------------------------------------------------------------- */
+/* Every LLVMContext kcsd makes comes from llvm_context_create, so one
+ * handler sees every diagnostic. Without a handler LLVM exits the process
+ * on an error diagnostic; with one it returns, and the pass that raised it
+ * (inline asm the assembler rejects, an unsupported calling convention)
+ * still reports success. The handler counts errors and keeps the first
+ * message; obj_optimize and obj_emit then fail with KC_CODEGEN naming it.
+ * Warnings and remarks are dropped (the IR dump shows what happened).
+ * LlvmDiag is owned by the caller and must outlive the context; one
+ * context, one compile, one thread. */
+typedef struct LlvmDiag {
+	int errors;      /* LLVMDSError diagnostics seen */
+	char first[240]; /* the first one's description, NUL-terminated */
+} LlvmDiag;
+LLVMContextRef llvm_context_create(LlvmDiag *d);
+/* KC_CODEGEN naming the first error if the context of mod has seen one
+ * (pass names the step for the error record); KC_OK otherwise. */
+KcStatus llvm_diag_check(LLVMModuleRef mod, const char *pass, KcErr *err);
 /* The pass pipeline obj_optimize runs (objcode.c says what each holds). */
 typedef enum ObjPipeline {
 	OBJ_PIPE_O3,   /* default<O3> */

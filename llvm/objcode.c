@@ -16,6 +16,7 @@
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <llvm/Config/llvm-config.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,53 @@ llvm_fail(KcErr *err, const char *pass, const char *what, char *msg)
 	if (msg)
 		LLVMDisposeMessage(msg);
 	return st;
+}
+
+static void
+on_diagnostic(LLVMDiagnosticInfoRef di, void *arg)
+{
+	LlvmDiag *d = arg;
+	if (LLVMGetDiagInfoSeverity(di) != LLVMDSError)
+		return;
+	if (d->errors++ == 0) {
+		char *msg = LLVMGetDiagInfoDescription(di);
+		/* one line for logs and error records: runs of white space
+		 * (the source excerpt, the caret line) become one space */
+		const char *p = msg ? msg : "(no message)";
+		size_t n = 0;
+		for (; *p && n + 1 < sizeof d->first; p++) {
+			bool ws = *p == '\n' || *p == '\t' || *p == ' ' || *p == '\r';
+			if (ws && (n == 0 || d->first[n - 1] == ' '))
+				continue;
+			d->first[n++] = ws ? ' ' : *p;
+		}
+		while (n > 0 && d->first[n - 1] == ' ')
+			n--;
+		d->first[n] = 0;
+		LLVMDisposeMessage(msg);
+	}
+}
+
+LLVMContextRef
+llvm_context_create(LlvmDiag *d)
+{
+	memset(d, 0, sizeof *d);
+	LLVMContextRef ctx = LLVMContextCreate();
+	LLVMContextSetDiagnosticHandler(ctx, on_diagnostic, d);
+	return ctx;
+}
+
+KcStatus
+llvm_diag_check(LLVMModuleRef mod, const char *pass, KcErr *err)
+{
+	LLVMContextRef ctx = LLVMGetModuleContext(mod);
+	/* a context not made by llvm_context_create is a programmer error */
+	KC_ASSERT(LLVMContextGetDiagnosticHandler(ctx) == on_diagnostic);
+	const LlvmDiag *d = LLVMContextGetDiagnosticContext(ctx);
+	if (d->errors == 0)
+		return KC_OK;
+	return kc_fail(err, KC_CODEGEN, pass, "LLVM reported %d error%s, the first: %s", d->errors,
+	               d->errors == 1 ? "" : "s", d->first);
 }
 
 void
@@ -182,6 +230,9 @@ obj_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, ObjPipeline p, bool ver
 		LLVMDisposeErrorMessage(m);
 		return st;
 	}
+	KcStatus st = llvm_diag_check(mod, "optimize", err);
+	if (st != KC_OK)
+		return st;
 	widen_half_compares(mod);
 	if (verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg))
 		return llvm_fail(err, "verify-llvm", "optimised module is invalid", msg);
@@ -203,6 +254,11 @@ obj_emit(LLVMModuleRef mod, LLVMTargetMachineRef tm, LLVMCodeGenFileType kind, u
 		return llvm_fail(err, "objcode", "code generation failed", msg);
 	if (msg)
 		LLVMDisposeMessage(msg);
+	KcStatus st = llvm_diag_check(mod, "objcode", err);
+	if (st != KC_OK) {
+		LLVMDisposeMemoryBuffer(mb);
+		return st;
+	}
 	size_t n = LLVMGetBufferSize(mb);
 	*out = kc_xmalloc(n + 1);
 	memcpy(*out, LLVMGetBufferStart(mb), n);
@@ -212,20 +268,12 @@ obj_emit(LLVMModuleRef mod, LLVMTargetMachineRef tm, LLVMCodeGenFileType kind, u
 	return KC_OK;
 }
 
-/* Stored IR was compiled once already: its diagnostics were seen then. */
-static void
-quiet(LLVMDiagnosticInfoRef d, void *arg)
-{
-	(void)d;
-	(void)arg;
-}
-
 KcStatus
 kc_ir_to_asm(const char *ir, size_t ir_len, const KcTarget *t, KcBuf *out, KcErr *err)
 {
-	LLVMContextRef ctx = LLVMContextCreate();
+	LlvmDiag diag;
+	LLVMContextRef ctx = llvm_context_create(&diag);
 	LLVMModuleRef mod = NULL;
-	LLVMContextSetDiagnosticHandler(ctx, quiet, NULL);
 	LLVMTargetMachineRef tm = NULL;
 	unsigned char *text = NULL;
 	size_t len = 0;

@@ -44,8 +44,8 @@ typedef enum SandboxRole {
 
 typedef struct SandboxPolicy {
 	SandboxRole role;
-	const char *scratch;  /* the only writable directory; the working directory */
-	const int *keep_fds;  /* descriptors >= 3 that stay open */
+	const char *scratch; /* the only writable directory; the working directory */
+	const int *keep_fds; /* descriptors >= 3 that stay open */
 	int nkeep;
 	int max_files;        /* RLIMIT_NOFILE (0: 64) */
 	int64_t max_as_bytes; /* RLIMIT_AS (0: none; ignored in sanitizer builds) */

@@ -80,7 +80,6 @@ bool wire_job_decode(const char *payload, size_t len, KcJob *job);
 
 /* A reply: the status, the error (when not KC_OK) and the result. */
 void wire_reply_encode(KcStatus st, const KcErr *err, const KcJobResult *r, KcBuf *payload);
-bool wire_reply_decode(const char *payload, size_t len, KcStatus *st, KcErr *err,
-                       KcJobResult *r);
+bool wire_reply_decode(const char *payload, size_t len, KcStatus *st, KcErr *err, KcJobResult *r);
 
 #endif

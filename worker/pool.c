@@ -121,9 +121,15 @@ spawn_worker(KcPool *p, Slot *s, KcErr *err)
 	}
 	char max_bytes[32];
 	snprintf(max_bytes, sizeof max_bytes, "%lld", (long long)p->cfg.max_bytes);
-	char *argv[] = {(char *)p->cfg.exe,      "--fd",        "3",
-	                "--scratch",     s->scratch,    "--max-bytes",
-	                max_bytes,       "--log-level", (char *)p->cfg.log_level,
+	char *argv[] = {(char *)p->cfg.exe,
+	                "--fd",
+	                "3",
+	                "--scratch",
+	                s->scratch,
+	                "--max-bytes",
+	                max_bytes,
+	                "--log-level",
+	                (char *)p->cfg.log_level,
 	                NULL};
 	char *envp[] = {NULL};
 	posix_spawn_file_actions_t fa;
@@ -179,14 +185,16 @@ reap_slot(KcPool *p, Slot *s, char *why, size_t cap, bool *oom)
 		int sig = WTERMSIG(status);
 		const char *abbrev = sigabbrev_np(sig);
 		if (at_cap)
-			snprintf(why, cap,
-			         "the compile worker (pid %d) reached its memory cap "
-			         "(compile_max_bytes %lld MiB; %lld MiB resident) and died of signal %d "
-			         "(SIG%s)",
-			         (int)s->pid, (long long)(p->cfg.max_bytes >> 20),
-			         (long long)(rss >> 20), sig, abbrev ? abbrev : "?");
+			snprintf(
+			    why, cap,
+			    "the compile worker (pid %d) reached its memory cap "
+			    "(compile_max_bytes %lld MiB; %lld MiB resident) and died of signal %d "
+			    "(SIG%s)",
+			    (int)s->pid, (long long)(p->cfg.max_bytes >> 20),
+			    (long long)(rss >> 20), sig, abbrev ? abbrev : "?");
 		else
-			snprintf(why, cap, "the compile worker (pid %d) was killed by signal %d (SIG%s)",
+			snprintf(why, cap,
+			         "the compile worker (pid %d) was killed by signal %d (SIG%s)",
 			         (int)s->pid, sig, abbrev ? abbrev : "?");
 	} else if (why && WIFEXITED(status)) {
 		snprintf(why, cap,
@@ -217,15 +225,17 @@ read_hello(KcPool *p, Slot *s, KcErr *err)
 		if (left <= 0 || poll(&pf, 1, (int)(left / 1000) + 1) == 0)
 			return kc_fail(err, KC_INTERNAL, NULL,
 			               "compile worker %s (pid %d) did not say hello within %lld s",
-			               p->cfg.exe, (int)s->pid, (long long)(HELLO_TIMEOUT_US / 1000000)),
+			               p->cfg.exe, (int)s->pid,
+			               (long long)(HELLO_TIMEOUT_US / 1000000)),
 			       false;
 		ssize_t k = read(s->fd, line + n, 1);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return kc_fail(err, KC_INTERNAL, NULL,
-			               "compile worker %s (pid %d) closed its socket before its hello",
-			               p->cfg.exe, (int)s->pid),
+			return kc_fail(
+			           err, KC_INTERNAL, NULL,
+			           "compile worker %s (pid %d) closed its socket before its hello",
+			           p->cfg.exe, (int)s->pid),
 			       false;
 		if (line[n] == '\n')
 			break;
@@ -272,7 +282,8 @@ recv_reply(KcPool *p, Slot *s, bool sent, int64_t deadline_us, KcJobResult *out,
 	WireRead r = sent ? wire_read(s->fd, deadline_us, &kind, &in) : WIRE_EOF;
 	KcStatus st = KC_INTERNAL;
 	memset(out, 0, sizeof *out);
-	if (r == WIRE_OK && kind == WIRE_REPLY && wire_reply_decode(in.data, in.len, &st, err, out)) {
+	if (r == WIRE_OK && kind == WIRE_REPLY &&
+	    wire_reply_decode(in.data, in.len, &st, err, out)) {
 		kc_buf_free(&in);
 		if (st != KC_OK && !err->msg[0])
 			kc_fail(err, st, NULL, "%s", kc_status_text(st));
@@ -294,7 +305,8 @@ recv_reply(KcPool *p, Slot *s, bool sent, int64_t deadline_us, KcJobResult *out,
 	}
 	pthread_mutex_unlock(&p->mu);
 	if (stopping)
-		return kc_fail(err, KC_SHUTTING_DOWN, NULL, "kcsd is stopping: the compile was ended");
+		return kc_fail(err, KC_SHUTTING_DOWN, NULL,
+		               "kcsd is stopping: the compile was ended");
 	if (r == WIRE_TIMEOUT)
 		return kc_fail(err, KC_COMPILE_TIMEOUT, NULL,
 		               "the compile ran past compile_timeout_s (%d s); its worker (pid %d) "
@@ -456,9 +468,8 @@ kc_pool_start(const KcPoolConfig *cfg, KcErr *err)
 	KcPool *p = kc_xcalloc(1, sizeof *p);
 	p->cfg = *cfg;
 	p->cfg.exe = kc_xstrdup(cfg->exe);
-	p->cfg.scratch_root = kc_xstrdup(cfg->scratch_root && *cfg->scratch_root
-	                                     ? cfg->scratch_root
-	                                     : "/tmp");
+	p->cfg.scratch_root =
+	    kc_xstrdup(cfg->scratch_root && *cfg->scratch_root ? cfg->scratch_root : "/tmp");
 	p->cfg.build_id = kc_xstrdup(cfg->build_id);
 	p->cfg.log_level = kc_xstrdup(cfg->log_level ? cfg->log_level : "info");
 	pthread_mutex_init(&p->mu, NULL);
@@ -478,7 +489,8 @@ kc_pool_start(const KcPoolConfig *cfg, KcErr *err)
 	for (int i = 0; i < p->n; i++) {
 		Slot *s = &p->slots[i];
 		s->state = SLOT_STARTING;
-		snprintf(s->scratch, sizeof s->scratch, "%s/kcsd-worker-XXXXXX", p->cfg.scratch_root);
+		snprintf(s->scratch, sizeof s->scratch, "%s/kcsd-worker-XXXXXX",
+		         p->cfg.scratch_root);
 		if (!mkdtemp(s->scratch)) {
 			kc_fail(err, KC_INTERNAL, NULL, "cannot make a scratch directory in %s: %s",
 			        p->cfg.scratch_root, strerror(errno));
@@ -543,8 +555,8 @@ take_slot(KcPool *p, int64_t deadline_us, KcErr *err)
 		if (kc_cond_wait_until(&p->changed, &p->mu, deadline_us) == ETIMEDOUT) {
 			kc_fail(err, KC_OVERLOADED, NULL,
 			        "no compile worker became idle within compile_timeout_s (%d s)%s%s",
-			        p->cfg.timeout_s, p->last_error[0] ? "; the last start failed: " : "",
-			        p->last_error);
+			        p->cfg.timeout_s,
+			        p->last_error[0] ? "; the last start failed: " : "", p->last_error);
 			pthread_mutex_unlock(&p->mu);
 			return NULL;
 		}
@@ -588,8 +600,9 @@ kc_pool_run(KcPool *p, const KcJob *job, KcJobResult *out, KcErr *err)
 			continue;
 		}
 		/* the deadline of the compile itself starts when it is sent */
-		KcStatus st = recv_reply(p, s, send_job(s, job),
-		                         kc_now_us() + (int64_t)p->cfg.timeout_s * 1000000, out, err);
+		KcStatus st =
+		    recv_reply(p, s, send_job(s, job),
+		               kc_now_us() + (int64_t)p->cfg.timeout_s * 1000000, out, err);
 		bool alive = s->pid > 0;
 		if (alive) {
 			pthread_mutex_lock(&p->mu);

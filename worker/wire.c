@@ -153,7 +153,8 @@ wire_read(int fd, int64_t deadline_us, uint32_t *kind, KcBuf *payload)
 	/* grown as the bytes arrive, so a lying header costs no memory */
 	size_t got = 0;
 	while (got < n) {
-		size_t chunk = (size_t)n - got < ((size_t)1 << 20) ? (size_t)n - got : (size_t)1 << 20;
+		size_t chunk =
+		    (size_t)n - got < ((size_t)1 << 20) ? (size_t)n - got : (size_t)1 << 20;
 		if (payload->cap < got + chunk + 1) {
 			size_t cap = payload->cap ? payload->cap : 4096;
 			while (cap < got + chunk + 1)

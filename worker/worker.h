@@ -129,9 +129,9 @@ KcPool *kc_pool_start(const KcPoolConfig *cfg, KcErr *err);
 KcStatus kc_pool_run(KcPool *p, const KcJob *job, KcJobResult *out, KcErr *err);
 
 typedef struct KcPoolStats {
-	int size;       /* configured */
-	int ready;      /* idle and warm */
-	int busy;       /* running a job */
+	int size;         /* configured */
+	int ready;        /* idle and warm */
+	int busy;         /* running a job */
 	uint64_t started; /* workers that reached ready, replacements included */
 	uint64_t start_failures;
 	uint64_t crashes;  /* jobs lost to a dying worker */

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "compiler.h"
+#include "llvm.h"
+#include <llvm-c/IRReader.h>
 #include "t.h"
 #include "tkernel.h"
 
@@ -3515,6 +3517,66 @@ conv2ds(void)
 	}
 }
 
+/* An error diagnostic (here inline asm the assembler rejects) used to be
+ * logged and the compile reported success with whatever LLVM emitted;
+ * without a handler LLVM exits the process. It must fail that compile
+ * with codegen_failed naming the message, and the next compile work. */
+static const char bad_asm_ir[] = "define void @f() {\n"
+                                 "  call void asm sideeffect \"bogus_instruction %eax\", \"\"()\n"
+                                 "  ret void\n"
+                                 "}\n";
+static const char good_ir[] = "define i32 @g(i32 %x) {\n"
+                              "  %y = add i32 %x, 1\n"
+                              "  ret i32 %y\n"
+                              "}\n";
+
+static KcStatus
+ir_to_object(const char *ir, KcErr *err)
+{
+	LlvmDiag diag;
+	LLVMContextRef ctx = llvm_context_create(&diag);
+	LLVMModuleRef mod = NULL;
+	char *msg = NULL;
+	KcStatus st = KC_OK;
+	LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(ir, strlen(ir), "t.ll");
+	OK(LLVMParseIRInContext(ctx, mb, &mod, &msg) == 0);
+	LLVMDisposeMessage(msg);
+	LLVMTargetMachineRef tm = obj_target_machine(&host, err);
+	OK(tm != NULL);
+	unsigned char *obj = NULL;
+	size_t n = 0;
+	st = obj_emit(mod, tm, LLVMObjectFile, &obj, &n, err);
+	free(obj);
+	LLVMDisposeTargetMachine(tm);
+	LLVMDisposeModule(mod);
+	LLVMContextDispose(ctx);
+	return st;
+}
+
+static void
+llvm_error_diagnostic(void)
+{
+	KcErr err = {0};
+	KcBuf asm_text = {0};
+	OK(ir_to_object(bad_asm_ir, &err) == KC_CODEGEN);
+	OKF(strcmp(kc_status_code(err.status), "codegen_failed") == 0, "%s",
+	    kc_status_code(err.status));
+	OKF(strstr(err.msg, "invalid instruction mnemonic") && strstr(err.msg, "bogus_instruction"),
+	    "%s", err.msg);
+	memset(&err, 0, sizeof err);
+	OKF(ir_to_object(good_ir, &err) == KC_OK, "%s", err.msg);
+
+	/* the asm route too (stored IR) */
+	memset(&err, 0, sizeof err);
+	KcStatus st = kc_ir_to_asm(bad_asm_ir, strlen(bad_asm_ir), &host, &asm_text, &err);
+	OKF(st == KC_CODEGEN && strstr(err.msg, "bogus_instruction"), "%d %s", st, err.msg);
+	kc_buf_free(&asm_text);
+	memset(&err, 0, sizeof err);
+	OKF(kc_ir_to_asm(good_ir, strlen(good_ir), &host, &asm_text, &err) == KC_OK, "%s", err.msg);
+	OK(asm_text.len > 0);
+	kc_buf_free(&asm_text);
+}
+
 int
 main(void)
 {
@@ -3544,6 +3606,7 @@ main(void)
 	t_sub("schedules", schedules);
 	t_sub("aarch64", aarch64);
 	t_sub("generic_x86", generic_x86);
+	t_sub("llvm_error_diagnostic", llvm_error_diagnostic);
 	t_sub("half_math", half_math);
 	t_sub("concurrent_compiles", concurrent_compiles);
 	t_sub("cast_matrix", cast_matrix);
