@@ -18,3 +18,15 @@ add_test(NAME http_wedge
          COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_wedge.py
                  --kcsd $<TARGET_FILE:kcsd>)
 set_tests_properties(http_wedge PROPERTIES LABELS "fast;tsan" TIMEOUT 120)
+# Compile workers: injected crash, hang and memory bomb, kill -9 mid-compile
+# (20 rounds), the negative cache and DELETE, a worker of another build
+# (tests/http/test_workers.py); the 200-compile run with random worker
+# kills is the slow part.
+add_test(NAME http_workers
+         COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_workers.py
+                 --kcsd $<TARGET_FILE:kcsd>)
+set_tests_properties(http_workers PROPERTIES LABELS "fast;tsan" TIMEOUT 240)
+add_test(NAME http_workers_load
+         COMMAND ${KC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/http/test_workers.py
+                 --kcsd $<TARGET_FILE:kcsd> --load)
+set_tests_properties(http_workers_load PROPERTIES LABELS slow TIMEOUT 300)
