@@ -516,7 +516,7 @@ api_run_job(ApiCtx *a, const KcJob *job, KcJobResult *out, KcErr *err)
 	if (counted)
 		api_metrics_compile_begin(a);
 	KcStatus st =
-	    a->cfg.pool ? kc_pool_run(a->cfg.pool, job, out, err) : kc_job_run(job, out, err);
+	    a->cfg.pool ? kc_pool_run(a->cfg.pool, job, out, err) : kc_job_run(job, NULL, out, err);
 	if (counted)
 		api_metrics_compile_end(a, kc_now_us() - tc);
 	return st;

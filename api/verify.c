@@ -50,8 +50,6 @@
 
 #include "internal.h"
 
-extern char **environ;
-
 #define VERIFY_DEFAULT_TIMEOUT_S 10
 #define VERIFY_DEFAULT_THREADS 2
 #define VERIFY_MAX_THREADS 64
@@ -437,9 +435,10 @@ cpus_online(void)
 
 typedef struct RunSpec {
 	const char *runner, *so, *symbol, *in, *out, *err;
-	const char *ref;    /* reference mode: the graph file (so, symbol unused) */
-	const char *limits; /* reference mode: "ops,tensors,rank,elements" */
-	size_t max_bytes;   /* reference mode: the interpreter's memory cap */
+	const char *scratch; /* the runner's working directory, its only writable place */
+	const char *ref;     /* reference mode: the graph file (so, symbol unused) */
+	const char *limits;  /* reference mode: "ops,tensors,rank,elements" */
+	size_t max_bytes;    /* reference mode: the interpreter's memory cap */
 	int threads;
 	int timeout_s;
 	size_t mem_bytes;
@@ -495,6 +494,8 @@ run_kernel(const RunSpec *rs, char *detail, size_t cap)
 	argv[n++] = cpu;
 	argv[n++] = "--mem-bytes";
 	argv[n++] = mem;
+	argv[n++] = "--scratch";
+	argv[n++] = rs->scratch;
 	if (rs->fault) {
 		argv[n++] = "--fault";
 		argv[n++] = rs->fault;
@@ -516,7 +517,10 @@ run_kernel(const RunSpec *rs, char *detail, size_t cap)
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
 	                                    POSIX_SPAWN_SETPGROUP);
-	rc = posix_spawn(&pid, rs->runner, &fa, &attr, (char *const *)argv, environ);
+	/* nothing of the daemon's environment (a password given to kcsd
+	 * there is not the kernel's business) */
+	char *const envp[] = {NULL};
+	rc = posix_spawn(&pid, rs->runner, &fa, &attr, (char *const *)argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	if (rc != 0) {
@@ -881,6 +885,7 @@ h_verify(ApiCtx *a, const ApiMatch *m, const ApiRequest *req, ApiResponse *resp)
 	    .so = so,
 	    .symbol = jsym->valuestring,
 	    .in = in,
+	    .scratch = dir,
 	    .out = out,
 	    .err = errp,
 	    .threads = (int)threads,

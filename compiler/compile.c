@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "link.h"
 
 #define MAX_SYMBOL 100 /* characters of the graph name kept in the symbol */
 
@@ -245,4 +246,12 @@ kc_artifact_free(KcArtifact *a)
 	free(a->object);
 	free(a->ir);
 	memset(a, 0, sizeof *a);
+}
+
+KcStatus
+kc_link_system(const unsigned char *obj, size_t obj_len, const char *triple, const char *linker,
+               const char *tmpdir, unsigned char **out, size_t *out_len, KcErr *err)
+{
+	LinkOptions lo = {.triple = triple, .linker = linker, .tmpdir = tmpdir};
+	return link_system(obj, obj_len, &lo, out, out_len, err);
 }

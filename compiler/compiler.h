@@ -120,9 +120,23 @@ typedef enum KcPass {
 } KcPass;
 
 /* How to build; zero fields take defaults. */
+/* The system linker run somewhere else than in a child of this process
+ * (see KcCompileOptions.system_link): links obj for triple with linker
+ * (NULL or "": the default) in a directory under tmpdir, as
+ * kc_link_system does. */
+typedef KcStatus (*KcSystemLinkFn)(void *ctx, const unsigned char *obj, size_t obj_len,
+                                   const char *triple, const char *linker, const char *tmpdir,
+                                   unsigned char **out, size_t *out_len, KcErr *err);
+
 typedef struct KcCompileOptions {
-	const char *linker;   /* linker driver path (default "ld", see docs) */
-	const char *tmpdir;   /* scratch directory (default $TMPDIR or /tmp) */
+	const char *linker; /* linker driver path (default "ld", see docs) */
+	const char *tmpdir; /* scratch directory (default $TMPDIR or /tmp) */
+	/* NULL: a link that needs the system linker (AArch64, or what the
+	 * in-process linker cannot do) spawns it from this process. Else it
+	 * goes through this call (kcsd-worker: its link helper, the one
+	 * process of a worker that may start programs). */
+	KcSystemLinkFn system_link;
+	void *system_link_ctx;
 	bool want_ir;         /* fill KcArtifact.ir with the optimised IR */
 	bool verify;          /* run the IR verifiers after each pass */
 	KcBuf *dump;          /* if set, each pass appends "== name ==\n" and
@@ -369,6 +383,14 @@ const char *kc_pass_name(KcPass p);
 /* The pass named by the `len` bytes at `name` (not NUL-terminated), or
  * KC_PASS_COUNT when no pass has that name. */
 KcPass kc_pass_lookup(const char *name, size_t len);
+
+/* The system linker alone, spawned from this process (kcsd-worker's link
+ * helper serves KcCompileOptions.system_link with it): ld.lld-19 for an
+ * aarch64 triple, else linker (NULL or "": "ld"), in a directory made
+ * under tmpdir (NULL: $TMPDIR or /tmp) and removed. *out is malloc'd. */
+KcStatus kc_link_system(const unsigned char *obj, size_t obj_len, const char *triple,
+                        const char *linker, const char *tmpdir, unsigned char **out,
+                        size_t *out_len, KcErr *err);
 
 /* Assembly for stored optimised IR text (what GET /v1/kernels/{id}/asm
  * serves). Appends to *out. */

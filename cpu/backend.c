@@ -40,6 +40,8 @@ link(const unsigned char *obj, size_t obj_len, const KcTarget *t, const KcCompil
 	    .triple = t->triple,
 	    .linker = o ? o->linker : NULL,
 	    .tmpdir = o ? o->tmpdir : NULL,
+	    .system = o ? o->system_link : NULL,
+	    .system_ctx = o ? o->system_link_ctx : NULL,
 	};
 	return link_shared(obj, obj_len, &lo, out, out_len, err);
 }

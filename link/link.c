@@ -150,7 +150,7 @@ wait_linker(pid_t pid, int *status, KcErr *err)
 	return KC_OK;
 }
 
-static KcStatus
+KcStatus
 link_system(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsigned char **out,
             size_t *out_len, KcErr *err)
 {
@@ -228,6 +228,17 @@ done:
 	return st;
 }
 
+/* The system linker, here or where o->system sends it. */
+static KcStatus
+system_link(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsigned char **out,
+            size_t *out_len, KcErr *err)
+{
+	if (o->system)
+		return o->system(o->system_ctx, obj, obj_len, o->triple, o->linker, o->tmpdir, out,
+		                 out_len, err);
+	return link_system(obj, obj_len, o, out, out_len, err);
+}
+
 KcStatus
 link_shared(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsigned char **out,
             size_t *out_len, KcErr *err)
@@ -238,7 +249,7 @@ link_shared(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsi
 	KcStatus st;
 
 	if (want && *want && !internal)
-		return link_system(obj, obj_len, o, out, out_len, err);
+		return system_link(obj, obj_len, o, out, out_len, err);
 	if (strncmp(o->triple, "x86_64", 6) == 0)
 		st = link_elf(obj, obj_len, out, out_len, &e);
 	else
@@ -249,5 +260,5 @@ link_shared(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsi
 	if (st != KC_UNSUPPORTED || internal)
 		return kc_fail(err, KC_CODEGEN, "link", "%s", e.msg);
 	kc_log(KC_LOG_DEBUG, "%s; using the system linker", e.msg);
-	return link_system(obj, obj_len, o, out, out_len, err);
+	return system_link(obj, obj_len, o, out, out_len, err);
 }

@@ -1,12 +1,19 @@
 /* kcsd-runner.c - runs one compiled kernel in a process of its own.
  *
- * kcsd (POST /v1/verify, later the tuner) starts this with posix_spawn, so
- * a kernel that crashes or hangs takes down only this process. The runner
- * first limits itself (address space, CPU seconds, no core files, output
- * file size), then loads the kernel, runs it once and exits.
+ * kcsd (POST /v1/verify, later the tuner) starts this with posix_spawn and
+ * an empty environment, so a kernel that crashes or hangs takes down only
+ * this process. The runner first enters the sandbox (sandbox.h,
+ * SANDBOX_RUN: scratch as working directory and only writable place, the
+ * input files and the kernel readable, no sockets, no exec, its address
+ * space capped at --mem-bytes), starts its N-1 threads, forbids any more
+ * (NPROC 0), limits its CPU seconds and output file size, then loads the
+ * kernel, runs it once and exits.
  *
  *   kcsd-runner --so PATH --symbol NAME --in FILE --out FILE
- *               [--threads N] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]
+ *               [--threads N] [--cpu-s S] [--mem-bytes B] [--scratch DIR]
+ *               [--fault crash|hang]
+ *
+ * --scratch defaults to the directory of --out.
  *
  * FILE formats (native byte order): --in is "KCSRUN1\0", u32 nargs, u32
  * ninputs, nargs x u64 byte sizes, then the inputs' bytes back to back.
@@ -23,18 +30,19 @@
  *
  *   kcsd-runner --ref GRAPH.json --in FILE --out FILE [--max-bytes B]
  *               [--limits OPS,TENSORS,RANK,ELEMENTS] [--cpu-s S]
- *               [--mem-bytes B] [--fault crash|hang]
+ *               [--mem-bytes B] [--scratch DIR] [--fault crash|hang]
  *
  * GRAPH.json is the request body; --limits are the daemon's parse limits.
  * --out receives the outputs' bytes back to back, then one tie byte per
  * output element (kc_interp_ties). Exit status 5: the graph or the
  * interpreter refused (stderr: "kcsd-runner: <wire code>: <message>").
- * The kernel mode links only libc, libdl and libpthread (and the ABI
- * header); the reference mode adds the compiler library's parser and
+ * The kernel mode links only libc, libdl, libpthread and the sandbox
+ * (libseccomp), and the ABI header; the reference mode adds the compiler library's parser and
  * interpreter (no LLVM is loaded for either).
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -43,26 +51,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "compiler.h"
 #include "kcs_abi.h"
+#include "sandbox.h"
 
 #define RUN_MAGIC "KCSRUN1"
 #define MAX_ARGS 65536
 #define MAX_THREADS 256
 
-/* Sanitizers reserve terabytes of shadow address space: no RLIMIT_AS then.
- * GCC says so with __SANITIZE_*__, clang (the TSan build) only through
- * __has_feature. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RUN_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RUN_SANITIZED 1
-#endif
-#endif
-
-/* ---- a small pthread runtime ---------------------------------------------- */
+/* ---- a small pthread runtime ----------------------------------------------
+ * Its threads start before the sandbox forbids new tasks (NPROC 0 stops
+ * thread creation too, for any uid but root), then wait for regions. */
 
 typedef struct Region {
 	KcsTaskFn fn;
@@ -72,14 +73,23 @@ typedef struct Region {
 	atomic_int result;
 } Region;
 
-static void *
-region_worker(void *p)
+typedef struct Crew {
+	pthread_mutex_t mu;
+	pthread_cond_t go, done;
+	unsigned gen; /* bumped for each region */
+	Region *r;    /* the current region */
+	int running;  /* helpers not yet back from it */
+	int nhelpers; /* threads besides the caller's */
+	pthread_t th[MAX_THREADS];
+} Crew;
+
+static void
+region_work(Region *r)
 {
-	Region *r = p;
 	for (;;) {
 		long long t = atomic_fetch_add(&r->next, 1);
 		if (t >= r->n)
-			return NULL;
+			return;
 		int32_t rc = r->fn(r->closure, t, r->n);
 		int zero = 0;
 		if (rc)
@@ -87,25 +97,61 @@ region_worker(void *p)
 	}
 }
 
-/* Runs the region on the calling thread plus up to num_threads-1 others. */
+static void *
+helper_main(void *arg)
+{
+	Crew *c = arg;
+	unsigned seen = 0;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (c->gen == seen)
+			pthread_cond_wait(&c->go, &c->mu);
+		seen = c->gen;
+		Region *r = c->r;
+		pthread_mutex_unlock(&c->mu);
+		region_work(r);
+		pthread_mutex_lock(&c->mu);
+		if (--c->running == 0)
+			pthread_cond_signal(&c->done);
+	}
+	return NULL;
+}
+
+/* Starts up to n-1 helpers; the count that started is the crew's. */
+static void
+crew_start(Crew *c, int64_t n)
+{
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->go, NULL);
+	pthread_cond_init(&c->done, NULL);
+	for (int64_t i = 0; i + 1 < n; i++) {
+		if (pthread_create(&c->th[c->nhelpers], NULL, helper_main, c) != 0)
+			break;
+		c->nhelpers++;
+	}
+}
+
+/* Runs the region on the calling thread and every helper. */
 static int32_t
 rt_parallel_for(void *ctx, KcsTaskFn fn, void *closure, int64_t ntasks)
 {
-	int64_t nth = *(const int64_t *)ctx;
-	pthread_t th[MAX_THREADS];
+	Crew *c = ctx;
 	Region r = {.fn = fn, .closure = closure, .n = ntasks};
-	int started = 0;
-
-	if (nth > ntasks)
-		nth = ntasks;
-	for (int64_t i = 0; i + 1 < nth; i++) {
-		if (pthread_create(&th[started], NULL, region_worker, &r) != 0)
-			break;
-		started++;
+	if (c->nhelpers == 0 || ntasks < 2) {
+		region_work(&r);
+		return atomic_load(&r.result);
 	}
-	region_worker(&r);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
+	pthread_mutex_lock(&c->mu);
+	c->r = &r;
+	c->running = c->nhelpers;
+	c->gen++;
+	pthread_cond_broadcast(&c->go);
+	pthread_mutex_unlock(&c->mu);
+	region_work(&r);
+	pthread_mutex_lock(&c->mu);
+	while (c->running > 0)
+		pthread_cond_wait(&c->done, &c->mu);
+	pthread_mutex_unlock(&c->mu);
 	return atomic_load(&r.result);
 }
 
@@ -244,6 +290,18 @@ done:
 	return rc;
 }
 
+/* path made absolute against the working directory (the sandbox changes it) */
+static bool
+absolute(const char *path, char out[PATH_MAX])
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/')
+		return (size_t)snprintf(out, PATH_MAX, "%s", path) < PATH_MAX;
+	if (!getcwd(cwd, sizeof cwd))
+		return false;
+	return (size_t)snprintf(out, PATH_MAX, "%s/%s", cwd, path) < PATH_MAX;
+}
+
 static void
 limit(int res, rlim_t v)
 {
@@ -252,11 +310,11 @@ limit(int res, rlim_t v)
 		fprintf(stderr, "kcsd-runner: setrlimit(%d): %s\n", res, strerror(errno));
 }
 
-int
-main(int argc, char **argv)
+static int
+run(int argc, char **argv)
 {
 	const char *so = NULL, *sym = NULL, *in = NULL, *out = NULL, *fault = NULL;
-	const char *ref = NULL, *limits = NULL;
+	const char *ref = NULL, *limits = NULL, *scratch = NULL;
 	long long threads = 0, cpu_s = 60, mem = 0, max_bytes = 0;
 	uint32_t nargs = 0, nin = 0;
 	uint64_t *sizes = NULL, total_out = 0;
@@ -288,26 +346,62 @@ main(int argc, char **argv)
 			limits = v;
 		else if (strcmp(k, "--max-bytes") == 0)
 			max_bytes = atoll(v);
+		else if (strcmp(k, "--scratch") == 0)
+			scratch = v;
 		else
 			return fail("unknown argument", k);
 	}
 	if ((!ref && (!so || !sym)) || !in || !out || threads < 0 || threads > MAX_THREADS ||
 	    cpu_s < 1)
 		return fail("usage: kcsd-runner --so PATH --symbol NAME --in FILE --out FILE "
-		            "[--threads N] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]\n"
+		            "[--threads N] [--cpu-s S] [--mem-bytes B] [--scratch DIR] "
+		            "[--fault crash|hang]\n"
 		            "       kcsd-runner --ref GRAPH --in FILE --out FILE [--max-bytes B] "
-		            "[--limits O,T,R,E] [--cpu-s S] [--mem-bytes B] [--fault crash|hang]",
+		            "[--limits O,T,R,E] [--cpu-s S] [--mem-bytes B] [--scratch DIR] "
+		            "[--fault crash|hang]",
 		            NULL);
 
-	/* limits first, before anything big is read or any kernel code runs */
-	limit(RLIMIT_CORE, 0);
+	/* the sandbox first, before anything is read or any kernel code
+	 * runs: it may read its input files and the kernel, and write only
+	 * in scratch (the directory of --out unless given) */
+	char so_abs[PATH_MAX], in_abs[PATH_MAX], out_abs[PATH_MAX], ref_abs[PATH_MAX],
+	    dir[PATH_MAX];
+	if (!absolute(in, in_abs) || !absolute(out, out_abs) || (so && !absolute(so, so_abs)) ||
+	    (ref && !absolute(ref, ref_abs)))
+		return fail("a path is too long", NULL);
+	in = in_abs;
+	out = out_abs;
+	so = so ? so_abs : NULL;
+	ref = ref ? ref_abs : NULL;
+	if (!scratch) {
+		snprintf(dir, sizeof dir, "%s", out);
+		*strrchr(dir, '/') = 0;
+		scratch = *dir ? dir : "/";
+	}
+	const char *readable[3];
+	int nread = 0;
+	readable[nread++] = in;
+	if (so)
+		readable[nread++] = so;
+	if (ref)
+		readable[nread++] = ref;
+	SandboxPolicy pol = {
+	    .role = SANDBOX_RUN,
+	    .scratch = scratch,
+	    .read_paths = readable,
+	    .nread = nread,
+	    .max_as_bytes = mem,
+	    .defer_nproc = true,
+	};
+	KcErr serr = {0};
+	if (!sandbox_enter(&pol, &serr))
+		return fail("cannot enter the sandbox", serr.msg);
 	limit(RLIMIT_CPU, (rlim_t)cpu_s);
-#ifndef RUN_SANITIZED
-	if (mem > 0)
-		limit(RLIMIT_AS, (rlim_t)mem);
-#else
-	(void)mem;
-#endif
+	/* the kernel's threads, then no more */
+	static Crew crew;
+	crew_start(&crew, threads);
+	if (!sandbox_forbid_tasks(&serr))
+		return fail("cannot enter the sandbox", serr.msg);
 
 	if (!(f = fopen(in, "rb")))
 		return fail("cannot open input file", strerror(errno));
@@ -369,10 +463,9 @@ main(int argc, char **argv)
 		dlclose(dl);
 		goto done;
 	}
-	int64_t nth = threads;
 	KcsRuntime rt = {
 	    .version = KCS_RUNTIME_VERSION,
-	    .ctx = &nth,
+	    .ctx = &crew,
 	    .parallel_for = rt_parallel_for,
 	    .alloc = rt_alloc,
 	    .free = rt_free,
@@ -410,4 +503,14 @@ done:
 	free(args);
 	free(sizes);
 	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	int rc = run(argc, argv);
+	/* no exit-time work: LeakSanitizer's check would need ptrace and a
+	 * process of its own, which the sandbox forbids */
+	fflush(NULL);
+	_exit(rc);
 }

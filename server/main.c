@@ -156,6 +156,10 @@ main(int argc, char **argv)
 	}
 	kc_log(KC_LOG_INFO, "%d compile workers ready in %.0f ms (%s)", pcfg.size,
 	       (double)(kc_now_us() - pool_t0) / 1000.0, worker_exe);
+	char sandbox_line[400];
+	bool degraded = false;
+	sandbox_describe(sandbox_line, sizeof sandbox_line, &degraded);
+	kc_log(degraded ? KC_LOG_WARN : KC_LOG_INFO, "%s", sandbox_line);
 
 	CacheOptions copt = {
 	    .map_bytes = (size_t)cfg.cache_map_bytes,

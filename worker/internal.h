@@ -11,8 +11,10 @@
 #define WIRE_MAX_FRAME ((size_t)1 << 30)
 
 typedef enum WireKind {
-	WIRE_JOB = 1,   /* kcsd -> worker: a KcJob */
-	WIRE_REPLY = 2, /* worker -> kcsd: a status and a KcJobResult */
+	WIRE_JOB = 1,    /* kcsd -> worker: a KcJob */
+	WIRE_REPLY = 2,  /* worker -> kcsd: a status and a KcJobResult */
+	WIRE_LINK = 3,   /* worker -> its link helper: an object to link */
+	WIRE_LINKED = 4, /* link helper -> worker: a status and a shared object */
 } WireKind;
 
 /* Field tags of a frame's payload. */

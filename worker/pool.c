@@ -145,7 +145,11 @@ spawn_worker(KcPool *p, Slot *s, KcErr *err)
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	/* a process group of its own: the worker, its link helper and a
+	 * linker the helper runs die together (reap_slot) */
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+	                                    POSIX_SPAWN_SETPGROUP);
 	pid_t pid;
 	int rc = posix_spawn(&pid, p->cfg.exe, &fa, &attr, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
@@ -172,8 +176,9 @@ reap_slot(KcPool *p, Slot *s, char *why, size_t cap, bool *oom)
 	if (oom)
 		*oom = false;
 	if (s->pid > 0) {
-		/* a process already dying keeps the signal it dies of */
-		kill(s->pid, SIGKILL);
+		/* a process already dying keeps the signal it dies of; the
+		 * group takes the link helper and its linker along */
+		kill(-s->pid, SIGKILL);
 		while (wait4(s->pid, &status, 0, &ru) < 0 && errno == EINTR)
 			;
 	}
@@ -638,7 +643,7 @@ kc_pool_stop(KcPool *p)
 	 * shutting_down; idle ones are reaped by kc_pool_free */
 	for (int i = 0; i < p->n; i++)
 		if (p->slots[i].pid > 0 && p->slots[i].state == SLOT_BUSY)
-			kill(p->slots[i].pid, SIGKILL);
+			kill(-p->slots[i].pid, SIGKILL);
 	pthread_cond_broadcast(&p->changed);
 	pthread_mutex_unlock(&p->mu);
 	if (p->wake[1] >= 0)

@@ -6,6 +6,8 @@
  * microseconds against milliseconds of LLVM, and the worker then holds a
  * graph of its own rather than a serialised copy of kcsd's.
  */
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +83,7 @@ misbehave(KcInject inject)
 }
 
 KcStatus
-kc_job_run(const KcJob *job, KcJobResult *out, KcErr *err)
+kc_job_run(const KcJob *job, KcLinkHelper *helper, KcJobResult *out, KcErr *err)
 {
 	memset(out, 0, sizeof *out);
 	if (job->kind == KC_JOB_ASM) {
@@ -108,6 +110,8 @@ kc_job_run(const KcJob *job, KcJobResult *out, KcErr *err)
 		KcCompileOptions o = {
 		    .linker = job->linker,
 		    .tmpdir = ".", /* the worker's working directory is its scratch */
+		    .system_link = helper ? kc_link_via_helper : NULL,
+		    .system_link_ctx = helper,
 		    .want_ir = job->want_ir,
 		    .verify = job->verify,
 		    .dump = job->want_dump ? &out->dump : NULL,
@@ -127,8 +131,9 @@ kc_job_run(const KcJob *job, KcJobResult *out, KcErr *err)
 }
 
 int
-kc_worker_serve(int fd)
+kc_worker_serve(int fd, int link_fd)
 {
+	KcLinkHelper helper = {.fd = link_fd, .gone = false};
 	char hello[160];
 	int n = snprintf(hello, sizeof hello, WIRE_HELLO " build_id=%s pid=%d\n", KCSD_BUILD_ID,
 	                 (int)getpid());
@@ -141,6 +146,17 @@ kc_worker_serve(int fd)
 	KcBuf in = {0}, out = {0};
 	int rc = 0;
 	for (;;) {
+		/* idle: a link helper that dies now ends this worker at once, so
+		 * kcsd replaces it before it takes a job it could not link */
+		if (link_fd >= 0) {
+			struct pollfd pf[2] = {{.fd = fd, .events = POLLIN},
+			                       {.fd = link_fd, .events = POLLIN}};
+			int pr;
+			while ((pr = poll(pf, 2, -1)) < 0 && errno == EINTR)
+				;
+			if (pr < 0 || pf[1].revents)
+				break;
+		}
 		uint32_t kind;
 		WireRead r = wire_read(fd, -1, &kind, &in);
 		if (r == WIRE_EOF)
@@ -153,7 +169,7 @@ kc_worker_serve(int fd)
 		}
 		KcJobResult res;
 		KcErr err = {0};
-		KcStatus st = kc_job_run(&job, &res, &err);
+		KcStatus st = kc_job_run(&job, link_fd >= 0 ? &helper : NULL, &res, &err);
 		KcBuf payload = {0};
 		wire_reply_encode(st, &err, &res, &payload);
 		kc_job_result_free(&res);
@@ -161,7 +177,7 @@ kc_worker_serve(int fd)
 		wire_header(&out, WIRE_REPLY, payload.len);
 		kc_buf_append(&out, payload.data, payload.len);
 		kc_buf_free(&payload);
-		if (!wire_send(fd, &out))
+		if (!wire_send(fd, &out) || helper.gone)
 			break;
 		if (out.cap > ((size_t)64 << 20)) {
 			/* a big reply's buffer is not kept for the next small one */

@@ -85,15 +85,45 @@ typedef struct KcJobResult {
 } KcJobResult;
 void kc_job_result_free(KcJobResult *r); /* NULL allowed */
 
+/* The worker's end of its link helper's socket. gone: the helper died or
+ * misbehaved; the worker then links nothing more with the system linker. */
+typedef struct KcLinkHelper {
+	int fd;
+	bool gone;
+} KcLinkHelper;
+
 /* Runs a job in this process (what the worker does with a job it reads).
- * The CompileCtx is made and freed here. */
-KcStatus kc_job_run(const KcJob *job, KcJobResult *out, KcErr *err);
+ * The CompileCtx is made and freed here. helper NULL: a link that needs
+ * the system linker spawns it from this process; else it goes to the
+ * helper (kc_link_via_helper). */
+KcStatus kc_job_run(const KcJob *job, KcLinkHelper *helper, KcJobResult *out, KcErr *err);
 
 /* ---- the worker side ---------------------------------------------------- */
 
 /* Serves jobs on fd (a connected stream socket) until it closes, then
- * returns 0; a malformed frame returns 1. Writes the hello line first. */
-int kc_worker_serve(int fd);
+ * returns 0; a malformed frame returns 1. Writes the hello line first.
+ * link_fd: the link helper's socket (-1: none; the system linker is then
+ * spawned from this process). The loop also ends, returning 0, when the
+ * helper goes while the worker is idle, or after the reply to a job
+ * during which it went: kcsd then starts a fresh worker. */
+int kc_worker_serve(int fd, int link_fd);
+
+/* ---- the link helper ---------------------------------------------------
+ * The worker's sandbox lets it start no program, so the system linker
+ * (AArch64 objects; what the in-process linker refuses) runs in a helper
+ * process kcsd-worker forks before it enters the sandbox, in a sandbox of
+ * its own that allows the linker (docs/security.md). */
+
+/* The helper's loop: reads WIRE_LINK frames on fd, links each with
+ * kc_link_system in the working directory, answers WIRE_LINKED, until the
+ * socket closes (0) or a malformed frame (1). */
+int kc_link_helper_serve(int fd);
+/* A KcSystemLinkFn that sends the object to the helper: ctx is a
+ * KcLinkHelper. A helper that is gone, or answers nonsense, is KC_INTERNAL
+ * and marks it gone. */
+KcStatus kc_link_via_helper(void *ctx, const unsigned char *obj, size_t obj_len, const char *triple,
+                            const char *linker, const char *tmpdir, unsigned char **out,
+                            size_t *out_len, KcErr *err);
 
 /* ---- the pool (kcsd) ---------------------------------------------------- */
 

@@ -174,7 +174,8 @@ make_object(const Spec *s, const KcTarget *t, unsigned char **obj, size_t *len)
 	KcErr err = {0};
 	LoopNest *ln = NULL;
 	char *json = spec_json(s);
-	LLVMContextRef ctx = LLVMContextCreate();
+	LlvmDiag diag;
+	LLVMContextRef ctx = llvm_context_create(&diag);
 	LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("k", ctx);
 	LLVMTargetMachineRef tm = NULL;
 	bool ok = kc_parse(c, json, strlen(json), &lim, &g, &err) == KC_OK &&
