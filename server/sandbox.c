@@ -253,6 +253,22 @@ resolve(const char *name)
 			rc = seccomp_rule_add(ctx, action, nr_, __VA_ARGS__);                      \
 	} while (0)
 
+/* libseccomp's SCMP_A* macros leave datum_b to the compiler (clang's
+ * -Wmissing-field-initializers); these spell every field. */
+static struct scmp_arg_cmp
+arg_eq(unsigned arg, scmp_datum_t v)
+{
+	return (struct scmp_arg_cmp){.arg = arg, .op = SCMP_CMP_EQ, .datum_a = v, .datum_b = 0};
+}
+
+/* (argument & mask) == v */
+static struct scmp_arg_cmp
+arg_masked(unsigned arg, scmp_datum_t mask, scmp_datum_t v)
+{
+	return (struct scmp_arg_cmp){
+	    .arg = arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = mask, .datum_b = v};
+}
+
 /* The calls that are safe only with some arguments. */
 static int
 allow_with_args(scmp_filter_ctx ctx, SandboxRole role)
@@ -268,32 +284,31 @@ allow_with_args(scmp_filter_ctx ctx, SandboxRole role)
 		/* threads (ld.lld), and the linker's own process, in no new
 		 * namespace; signals to it (Landlock's scope, where the kernel
 		 * has ABI 6, keeps them inside this sandbox) */
-		ADD(SCMP_ACT_ALLOW, "clone", 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns, 0));
+		ADD(SCMP_ACT_ALLOW, "clone", 1, arg_masked(0, ns, 0));
 		ADD(SCMP_ACT_ALLOW, "kill", 0);
 		ADD(SCMP_ACT_ALLOW, "tgkill", 0);
 	} else {
 		/* threads only, no processes (and NPROC 0 stops even those once
 		 * it applies, for any uid but root) */
-		ADD(SCMP_ACT_ALLOW, "clone", 1,
-		    SCMP_A0(SCMP_CMP_MASKED_EQ, (scmp_datum_t)CLONE_THREAD, CLONE_THREAD));
+		ADD(SCMP_ACT_ALLOW, "clone", 1, arg_masked(0, CLONE_THREAD, CLONE_THREAD));
 		/* raise() and abort(): this process only */
-		ADD(SCMP_ACT_ALLOW, "tgkill", 1, SCMP_A0(SCMP_CMP_EQ, self));
-		ADD(SCMP_ACT_ALLOW, "kill", 1, SCMP_A0(SCMP_CMP_EQ, self));
+		ADD(SCMP_ACT_ALLOW, "tgkill", 1, arg_eq(0, self));
+		ADD(SCMP_ACT_ALLOW, "kill", 1, arg_eq(0, self));
 	}
 	/* rlimits: this process's (lowering them; raising the hard limit
 	 * needs a capability it no longer has) */
-	ADD(SCMP_ACT_ALLOW, "prlimit64", 1, SCMP_A0(SCMP_CMP_EQ, 0));
+	ADD(SCMP_ACT_ALLOW, "prlimit64", 1, arg_eq(0, 0));
 	ADD(SCMP_ACT_ALLOW, "setrlimit", 0);
 	/* isatty() and the terminal width (LLVM's and ld's output streams) */
-	ADD(SCMP_ACT_ALLOW, "ioctl", 1, SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)TCGETS));
-	ADD(SCMP_ACT_ALLOW, "ioctl", 1, SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)TIOCGWINSZ));
-	ADD(SCMP_ACT_ALLOW, "ioctl", 1, SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)FIONREAD));
+	ADD(SCMP_ACT_ALLOW, "ioctl", 1, arg_eq(1, (scmp_datum_t)TCGETS));
+	ADD(SCMP_ACT_ALLOW, "ioctl", 1, arg_eq(1, (scmp_datum_t)TIOCGWINSZ));
+	ADD(SCMP_ACT_ALLOW, "ioctl", 1, arg_eq(1, (scmp_datum_t)FIONREAD));
 	/* naming threads and mappings, reading its own state */
 	static const int prctl_ok[] = {PR_SET_NAME,         PR_GET_NAME,    PR_GET_DUMPABLE,
 	                               PR_GET_NO_NEW_PRIVS, PR_GET_SECCOMP, PR_GET_PDEATHSIG,
 	                               PR_CAPBSET_READ,     PR_SET_VMA};
 	for (size_t i = 0; i < sizeof prctl_ok / sizeof *prctl_ok; i++)
-		ADD(SCMP_ACT_ALLOW, "prctl", 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)prctl_ok[i]));
+		ADD(SCMP_ACT_ALLOW, "prctl", 1, arg_eq(0, (scmp_datum_t)prctl_ok[i]));
 	return rc;
 }
 

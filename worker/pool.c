@@ -11,8 +11,9 @@
  *
  * Slots: DEAD (no process) -> STARTING (the supervisor or kc_pool_start
  * owns it) -> READY (idle, warm) -> BUSY (a caller owns it) -> READY, or
- * DEAD through reap_slot. Only a slot's owner touches its pid and fd;
- * state changes are under mu. The supervisor also polls idle workers' sockets, so a worker that
+ * DEAD through reap_slot. Only a slot's owner changes its pid and fd, under
+ * mu (kc_pool_stats reads the pids), and reads them without it; state
+ * changes are under mu. The supervisor also polls idle workers' sockets, so a worker that
  * dies while idle (kill -9, the OOM killer) is replaced at once rather
  * than failing the next job sent to it.
  */
@@ -54,7 +55,9 @@ struct KcPool {
 	int n;
 	bool stopping;
 	int wake[2]; /* the supervisor's self-pipe */
-	pthread_t sup;
+	/* detached, so kcsd's _exit after an abandoned shutdown leaves no
+	 * thread behind to join; kc_pool_free waits for sup_running to go
+	 * false (under mu, with `changed`) instead */
 	bool sup_running;
 	KcPoolStats st;
 	char last_error[320]; /* the last failed start, for the 503 */
@@ -161,8 +164,11 @@ spawn_worker(KcPool *p, Slot *s, KcErr *err)
 		               p->cfg.exe, strerror(rc)),
 		       false;
 	}
+	/* under mu: kc_pool_stats reads pids for /metrics */
+	pthread_mutex_lock(&p->mu);
 	s->pid = pid;
 	s->fd = sv[0];
+	pthread_mutex_unlock(&p->mu);
 	return true;
 }
 
@@ -211,8 +217,10 @@ reap_slot(KcPool *p, Slot *s, char *why, size_t cap, bool *oom)
 	}
 	if (oom)
 		*oom = at_cap && (WIFSIGNALED(status) || WIFEXITED(status));
+	pthread_mutex_lock(&p->mu);
 	s->pid = 0;
 	s->fd = -1;
+	pthread_mutex_unlock(&p->mu);
 	scratch_clear(s->scratch);
 	return status;
 }
@@ -461,6 +469,11 @@ supervise(void *arg)
 	}
 	free(pf);
 	free(which);
+	/* the last touch of p: kc_pool_free may free it once mu is released */
+	pthread_mutex_lock(&p->mu);
+	p->sup_running = false;
+	pthread_cond_broadcast(&p->changed);
+	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
@@ -526,11 +539,18 @@ kc_pool_start(const KcPoolConfig *cfg, KcErr *err)
 	for (int i = 0; i < p->n; i++)
 		p->slots[i].state = SLOT_READY;
 	p->st.started = (uint64_t)p->n;
-	if (pthread_create(&p->sup, NULL, supervise, p) != 0) {
+	pthread_t sup;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	p->sup_running = true;
+	int rc = pthread_create(&sup, &attr, supervise, p);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		p->sup_running = false;
 		kc_fail(err, KC_INTERNAL, NULL, "cannot start the pool's supervisor thread");
 		goto fail;
 	}
-	p->sup_running = true;
 	return p;
 fail:
 	kc_pool_free(p);
@@ -656,8 +676,10 @@ kc_pool_free(KcPool *p)
 	if (!p)
 		return;
 	kc_pool_stop(p);
-	if (p->sup_running)
-		pthread_join(p->sup, NULL);
+	pthread_mutex_lock(&p->mu);
+	while (p->sup_running)
+		pthread_cond_wait(&p->changed, &p->mu);
+	pthread_mutex_unlock(&p->mu);
 	/* callers are gone (the server drained them): every slot is ours */
 	for (int i = 0; i < p->n; i++) {
 		Slot *s = &p->slots[i];

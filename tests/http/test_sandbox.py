@@ -137,9 +137,18 @@ def main():
             r=post(d, "/v1/verify?inject=hang", inline_graph())))
         t.start()
         runner = []
-        deadline = time.monotonic() + 20
-        while not runner and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             runner = children(d.proc.pid, "kcsd-runner")
+            # seen once it has entered the sandbox and started its
+            # threads, its last step (a sanitizer build's runner takes a
+            # while to get there)
+            try:
+                if runner and status(runner[0]).get("Seccomp") == "2" and \
+                        limits(runner[0])["Max processes"] == ("0", "0"):
+                    break
+            except OSError:
+                pass
             time.sleep(0.02)
         T.ok(len(runner) == 1, "a verify runner is running", runner)
         for r in runner:

@@ -399,8 +399,10 @@ def main():
     ap.add_argument("--load", action="store_true", help="also the 200-compile load run (slow)")
     args = ap.parse_args()
 
+    # a 1.5 GiB cap (the worker starts at ~0.2 GiB of address space) so
+    # that inject=alloc reaches it well within the 2 s deadline
     d = Kcsd(args.kcsd, extra_args=["--workers", str(WORKERS), "--test-fault-injection", "1",
-                                    "--compile-timeout-s", "2"])
+                                    "--compile-timeout-s", "2", "--compile-max-bytes", "1536M"])
     d.start()
     kpid = d.proc.pid
     try:
