@@ -135,7 +135,9 @@ ll_allow(int rfd, const char *path, uint64_t rights, uint64_t handled, KcErr *er
 	return true;
 }
 
-/* The system's files, readable by every role. */
+/* The system's files, readable by every role. Of /etc only what the
+ * dynamic loader and the clock read: /etc/kcsd may hold kcsd's TLS key,
+ * readable by kcsd's uid and so by its children's. */
 static const char *const system_read[] = {
     "/usr",
     "/lib",
@@ -143,7 +145,10 @@ static const char *const system_read[] = {
     "/lib32",
     "/bin",
     "/sbin",
-    "/etc",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
     "/sys/devices/system/cpu",
     "/dev/urandom",
     "/dev/random",

@@ -22,8 +22,9 @@
  *     defer it until its threads exist: sandbox_forbid_tasks);
  *   - PR_SET_NO_NEW_PRIVS 1;
  *   - Landlock, where the kernel has it (sandbox_landlock_abi() > 0): the
- *     process may read the system's files (/usr, /lib*, /bin, /sbin, /etc,
- *     /sys/devices/system/cpu, its own /proc/<pid>, a few /dev nodes) and
+ *     process may read the system's files (/usr, /lib*, /bin, /sbin, the
+ *     loader's files in /etc, /sys/devices/system/cpu, its own /proc/<pid>,
+ *     a few /dev nodes) and
  *     read_paths, read and write only under scratch, and execute programs
  *     (SANDBOX_LINK only) only from the system's directories; it may not
  *     connect or bind TCP (ABI 4), and may signal no process outside its
