@@ -104,9 +104,17 @@ def in_threads(fns):
 
 
 def stop_workers(d):
-    pids = children(d)
-    for p in pids:
-        os.kill(p, signal.SIGSTOP)
+    """SIGSTOPs kcsd's live workers; returns their PIDs. A worker killed in
+    an earlier round may be listed and then reaped by kcsd before the
+    signal: it is no longer one of them."""
+    pids = []
+    for p in children(d):
+        try:
+            if alive(p):
+                os.kill(p, signal.SIGSTOP)
+                pids.append(p)
+        except ProcessLookupError:
+            pass
     return pids
 
 
