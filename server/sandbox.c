@@ -52,8 +52,8 @@ sandbox_sanitized(void)
 
 /* ---- Landlock ------------------------------------------------------------
  * Debian 12's headers stop at ABI 2; the later rights and the ruleset's
- * later fields are spelled out here (a kernel ignores none of them: a
- * right it does not know is EINVAL, so each is masked by the ABI). */
+ * later fields are spelled out here. A kernel refuses a right it does not
+ * know (EINVAL), so each is masked by the ABI the kernel reports. */
 
 #define LL_FS_EXECUTE (1ull << 0)
 #define LL_FS_WRITE_FILE (1ull << 1)
@@ -203,45 +203,19 @@ typedef struct SysRow {
 
 static const SysRow sys_rows[] = {
 #define SYS(name, roles) {#name, roles},
+#define KILL(name)
 #include "sandbox.def"
+#undef KILL
 #undef SYS
 };
 
-/* Never needed by a compile, a link or a kernel; the tools of an escape.
- * Calling one kills the process (SIGSYS), which kcsd reports as a crash. */
+/* The calls that kill the process instead (sandbox.def's KILL rows). */
 static const char *const fatal[] = {
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "kcmp",
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "unshare",
-    "setns",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "kexec_load",
-    "kexec_file_load",
-    "reboot",
-    "swapon",
-    "swapoff",
-    "open_by_handle_at",
-    "io_uring_setup",
-    "fanotify_init",
-    "move_mount",
-    "fsopen",
-    "fsmount",
-    "open_tree",
-    "mount_setattr",
+#define SYS(name, roles)
+#define KILL(name) #name,
+#include "sandbox.def"
+#undef KILL
+#undef SYS
 };
 
 static int
