@@ -230,8 +230,8 @@ done:
 
 /* The system linker, here or where o->system sends it. */
 static KcStatus
-system_link(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsigned char **out,
-            size_t *out_len, KcErr *err)
+run_system_linker(const unsigned char *obj, size_t obj_len, const LinkOptions *o,
+                  unsigned char **out, size_t *out_len, KcErr *err)
 {
 	if (o->system)
 		return o->system(o->system_ctx, obj, obj_len, o->triple, o->linker, o->tmpdir, out,
@@ -249,7 +249,7 @@ link_shared(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsi
 	KcStatus st;
 
 	if (want && *want && !internal)
-		return system_link(obj, obj_len, o, out, out_len, err);
+		return run_system_linker(obj, obj_len, o, out, out_len, err);
 	if (strncmp(o->triple, "x86_64", 6) == 0)
 		st = link_elf(obj, obj_len, out, out_len, &e);
 	else
@@ -260,5 +260,5 @@ link_shared(const unsigned char *obj, size_t obj_len, const LinkOptions *o, unsi
 	if (st != KC_UNSUPPORTED || internal)
 		return kc_fail(err, KC_CODEGEN, "link", "%s", e.msg);
 	kc_log(KC_LOG_DEBUG, "%s; using the system linker", e.msg);
-	return system_link(obj, obj_len, o, out, out_len, err);
+	return run_system_linker(obj, obj_len, o, out, out_len, err);
 }

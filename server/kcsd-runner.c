@@ -37,8 +37,8 @@
  * output element (kc_interp_ties). Exit status 5: the graph or the
  * interpreter refused (stderr: "kcsd-runner: <wire code>: <message>").
  * The kernel mode links only libc, libdl, libpthread and the sandbox
- * (libseccomp), and the ABI header; the reference mode adds the compiler library's parser and
- * interpreter (no LLVM is loaded for either).
+ * (libseccomp), and the ABI header; the reference mode adds the compiler
+ * library's parser and interpreter (no LLVM is loaded for either).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -79,8 +79,8 @@ typedef struct Crew {
 	unsigned gen; /* bumped for each region */
 	Region *r;    /* the current region */
 	int running;  /* helpers not yet back from it */
-	int nhelpers; /* threads besides the caller's */
-	pthread_t th[MAX_THREADS];
+	int nhelpers; /* threads besides the caller's (never joined: the
+	               * process ends with _exit) */
 } Crew;
 
 static void
@@ -125,7 +125,8 @@ crew_start(Crew *c, int64_t n)
 	pthread_cond_init(&c->go, NULL);
 	pthread_cond_init(&c->done, NULL);
 	for (int64_t i = 0; i + 1 < n; i++) {
-		if (pthread_create(&c->th[c->nhelpers], NULL, helper_main, c) != 0)
+		pthread_t th;
+		if (pthread_create(&th, NULL, helper_main, c) != 0)
 			break;
 		c->nhelpers++;
 	}

@@ -24,12 +24,12 @@
  *   - Landlock, where the kernel has it (sandbox_landlock_abi() > 0): the
  *     process may read the system's files (/usr, /lib*, /bin, /sbin, the
  *     loader's files in /etc, /sys/devices/system/cpu, its own /proc/<pid>,
- *     a few /dev nodes) and
- *     read_paths, read and write only under scratch, and execute programs
- *     (SANDBOX_LINK only) only from the system's directories; it may not
- *     connect or bind TCP (ABI 4), and may signal no process outside its
- *     own domain (ABI 6). Without Landlock these are the uid's file
- *     permissions only; kcsd logs that once (sandbox_probe);
+ *     a few /dev nodes) and read_paths, read and write only under scratch,
+ *     and execute programs (SANDBOX_LINK only) only from the system's
+ *     directories; it may not connect or bind TCP (ABI 4), and may signal
+ *     no process outside its own domain (ABI 6). Without Landlock these are
+ *     the uid's file permissions only; kcsd logs that once at start
+ *     (sandbox_describe);
  *   - a libseccomp allow-list for the role (sandbox.def): no sockets, no
  *     process creation but threads (SANDBOX_LINK: the linker), no ptrace,
  *     mount, namespaces, keyrings, BPF, ...; unlisted calls fail with

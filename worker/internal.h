@@ -50,8 +50,6 @@ typedef struct WireField {
 	size_t n;
 } WireField;
 
-/* Appends a frame header for a payload of n bytes. */
-void wire_header(KcBuf *b, WireKind kind, size_t n);
 /* Appends one field (n bytes and a NUL, not counted in the field's own
  * length); wire_put_str skips a NULL string (absent, not ""). */
 void wire_put(KcBuf *b, WireTag tag, const void *p, size_t n);
@@ -64,6 +62,8 @@ bool wire_u32(const WireField *f, uint32_t *out);
 
 /* Writes all of b. false on an error (EPIPE: the peer is gone; no SIGPIPE). */
 bool wire_send(int fd, const KcBuf *b);
+/* Writes one frame: its header and the payload, as wire_send does. */
+bool wire_send_frame(int fd, WireKind kind, const KcBuf *payload);
 
 typedef enum WireRead {
 	WIRE_OK,

@@ -23,7 +23,7 @@
 int
 kc_link_helper_serve(int fd)
 {
-	KcBuf in = {0}, out = {0};
+	KcBuf in = {0};
 	int rc = 0;
 	for (;;) {
 		uint32_t kind = 0;
@@ -62,15 +62,12 @@ kc_link_helper_serve(int fd)
 			wire_put(&payload, T_OBJECT, so, so_len);
 		}
 		free(so);
-		out.len = 0;
-		wire_header(&out, WIRE_LINKED, payload.len);
-		kc_buf_append(&out, payload.data, payload.len);
+		bool sent = wire_send_frame(fd, WIRE_LINKED, &payload);
 		kc_buf_free(&payload);
-		if (!wire_send(fd, &out))
+		if (!sent)
 			break;
 	}
 	kc_buf_free(&in);
-	kc_buf_free(&out);
 	return rc;
 }
 
@@ -86,16 +83,12 @@ kc_link_via_helper(void *ctx, const unsigned char *obj, size_t obj_len, const ch
 	if (h->fd < 0 || h->gone)
 		return kc_fail(err, KC_INTERNAL, "link",
 		               "this worker has no link helper to run the system linker");
-	KcBuf b = {0}, payload = {0};
-	wire_put_str(&payload, T_NAME, triple);
+	KcBuf b = {0};
+	wire_put_str(&b, T_NAME, triple);
 	if (linker && *linker)
-		wire_put_str(&payload, T_LINKER, linker);
-	wire_put(&payload, T_OBJECT, obj, obj_len);
-	wire_header(&b, WIRE_LINK, payload.len);
-	kc_buf_append(&b, payload.data, payload.len);
-	kc_buf_free(&payload);
-	bool sent = wire_send(h->fd, &b);
-	kc_buf_free(&b);
+		wire_put_str(&b, T_LINKER, linker);
+	wire_put(&b, T_OBJECT, obj, obj_len);
+	bool sent = wire_send_frame(h->fd, WIRE_LINK, &b);
 	/* no deadline here: the helper bounds the linker's run, and kcsd's
 	 * compile deadline bounds the whole job */
 	uint32_t kind = 0;
@@ -121,21 +114,17 @@ kc_link_via_helper(void *ctx, const unsigned char *obj, size_t obj_len, const ch
 		}
 	}
 	kc_buf_free(&b);
-	if (bad || !have_status || (st == KC_OK && !*out)) {
-		free(*out);
-		*out = NULL;
-		*out_len = 0;
-		/* it died or is confused: this worker links no more, and its
-		 * serve loop ends after this reply so kcsd starts a fresh one */
-		h->gone = true;
-		return kc_fail(err, KC_INTERNAL, "link", "the worker's link helper %s",
-		               r == WIRE_OK ? "sent a malformed reply" : "is gone");
-	}
-	if (st != KC_OK) {
-		free(*out);
-		*out = NULL;
-		*out_len = 0;
+	bool broken = bad || !have_status || (st == KC_OK && !*out);
+	if (!broken && st == KC_OK)
+		return KC_OK;
+	free(*out);
+	*out = NULL;
+	*out_len = 0;
+	if (!broken)
 		return kc_fail(err, st, e.where[0] ? e.where : "link", "%s", e.msg);
-	}
-	return KC_OK;
+	/* it died or is confused: this worker links no more, and its serve
+	 * loop ends after this reply so kcsd starts a fresh one */
+	h->gone = true;
+	return kc_fail(err, KC_INTERNAL, "link", "the worker's link helper %s",
+	               r == WIRE_OK ? "sent a malformed reply" : "is gone");
 }

@@ -274,13 +274,10 @@ read_hello(KcPool *p, Slot *s, KcErr *err)
 static bool
 send_job(Slot *s, const KcJob *job)
 {
-	KcBuf payload = {0}, frame = {0};
+	KcBuf payload = {0};
 	wire_job_encode(job, &payload);
-	wire_header(&frame, WIRE_JOB, payload.len);
-	kc_buf_append(&frame, payload.data, payload.len);
+	bool sent = wire_send_frame(s->fd, WIRE_JOB, &payload);
 	kc_buf_free(&payload);
-	bool sent = wire_send(s->fd, &frame);
-	kc_buf_free(&frame);
 	return sent;
 }
 

@@ -143,7 +143,7 @@ kc_worker_serve(int fd, int link_fd)
 	kc_buf_free(&h);
 	if (!ok)
 		return 0;
-	KcBuf in = {0}, out = {0};
+	KcBuf in = {0};
 	int rc = 0;
 	for (;;) {
 		/* idle: a link helper that dies now ends this worker at once, so
@@ -173,20 +173,13 @@ kc_worker_serve(int fd, int link_fd)
 		KcBuf payload = {0};
 		wire_reply_encode(st, &err, &res, &payload);
 		kc_job_result_free(&res);
-		out.len = 0;
-		wire_header(&out, WIRE_REPLY, payload.len);
-		kc_buf_append(&out, payload.data, payload.len);
+		bool sent = wire_send_frame(fd, WIRE_REPLY, &payload);
 		kc_buf_free(&payload);
-		if (!wire_send(fd, &out) || helper.gone)
+		if (!sent || helper.gone)
 			break;
-		if (out.cap > ((size_t)64 << 20)) {
-			/* a big reply's buffer is not kept for the next small one */
-			kc_buf_free(&out);
-		}
-		if (in.cap > ((size_t)64 << 20))
+		if (in.cap > ((size_t)64 << 20)) /* not kept for the next small job */
 			kc_buf_free(&in);
 	}
 	kc_buf_free(&in);
-	kc_buf_free(&out);
 	return rc;
 }

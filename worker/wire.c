@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -25,14 +26,6 @@ static void
 put_u64(KcBuf *b, uint64_t v)
 {
 	kc_buf_append(b, &v, sizeof v);
-}
-
-void
-wire_header(KcBuf *b, WireKind kind, size_t n)
-{
-	kc_buf_append(b, WIRE_MAGIC, 4);
-	put_u32(b, (uint32_t)kind);
-	put_u64(b, (uint64_t)n);
 }
 
 void
@@ -106,6 +99,43 @@ wire_send(int fd, const KcBuf *b)
 		done += (size_t)n;
 	}
 	return true;
+}
+
+bool
+wire_send_frame(int fd, WireKind kind, const KcBuf *payload)
+{
+	/* the header: "KCW1", u32 kind, u64 payload bytes */
+	char h[16];
+	uint32_t k = (uint32_t)kind;
+	uint64_t n = (uint64_t)payload->len;
+	memcpy(h, WIRE_MAGIC, 4);
+	memcpy(h + 4, &k, 4);
+	memcpy(h + 8, &n, 8);
+	/* header and payload in one sendmsg, without copying the payload */
+	struct iovec iov[2] = {{h, sizeof h}, {payload->data, payload->len}};
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = payload->len ? 2 : 1};
+	bool ok = true;
+	while (m.msg_iovlen > 0) {
+		ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			ok = false;
+			break;
+		}
+		/* past what went, onto what is left */
+		size_t done = (size_t)w;
+		while (m.msg_iovlen > 0 && done >= m.msg_iov->iov_len) {
+			done -= m.msg_iov->iov_len;
+			m.msg_iov++;
+			m.msg_iovlen--;
+		}
+		if (m.msg_iovlen > 0) {
+			m.msg_iov->iov_base = (char *)m.msg_iov->iov_base + done;
+			m.msg_iov->iov_len -= done;
+		}
+	}
+	return ok;
 }
 
 /* Reads exactly n bytes into p by the deadline. */
